@@ -1,0 +1,30 @@
+"""datamove: the block data-movement operations of OpenVINO, exact to the spec.
+
+>>> import numpy as np, datamove as dm
+>>> x = np.arange(16).reshape(1, 1, 4, 4)
+>>> y = dm.space_to_depth(x, "blocks_first", 2)
+>>> y.shape
+(1, 4, 2, 2)
+>>> bool((dm.depth_to_space(y, "blocks_first", 2) == x).all())
+True
+>>> dm.shapes.batch_to_space((10, 2), [1, 5], [0, 2], [0, 0])
+(2, 8)
+"""
+
+from . import shapes
+from .dims import Dim
+from .errors import DataMoveError
+from .ops import batch_to_space, depth_to_space, space_to_batch, space_to_depth
+
+__all__ = [
+    "DataMoveError",
+    "Dim",
+    "batch_to_space",
+    "depth_to_space",
+    "shapes",
+    "space_to_batch",
+    "space_to_depth",
+    "__version__",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,138 @@
+"""Dimensions for shape inference: static ints, unknown (``None``) and intervals.
+
+A dim is an ``int`` (static), ``None`` (unknown: any size ``>= 0``) or
+``Dim(lo, hi)``, the closed interval ``lo..hi`` (``hi=None``: unbounded).
+Internally the rules work on ``(lo, hi)`` pairs; :func:`to_dim` turns a pair
+back into the simplest public form, so a static result is a plain ``int``.
+
+>>> Dim(2, 8)
+Dim(2, 8)
+>>> str(Dim(4, None)), str(Dim(3, 3)), Dim(3, 3) == 3
+('4..', '3', True)
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Optional, Tuple, Union
+
+from .errors import DataMoveError
+
+__all__ = ["Dim", "DimLike", "INT64_MAX", "Interval", "as_interval", "to_dim", "format_dim"]
+
+#: Largest value a dimension, a block product or a parameter may take (OpenVINO's int64).
+INT64_MAX = 2**63 - 1
+
+#: ``(lo, hi)`` with ``hi is None`` meaning unbounded.
+Interval = Tuple[int, Optional[int]]
+
+
+def _index(value: object, name: str) -> int:
+    """``value`` as a Python int; bools and non-integers raise TypeError."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise TypeError(f"{name} must be an integer, got bool {value!r}")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer, got {type(value).__name__} {value!r}"
+        ) from None
+
+
+class Dim:
+    """An interval dimension ``lo..hi`` (``hi=None``: no upper bound).
+
+    Parameters
+    ----------
+    lo : int
+        Smallest possible size, ``>= 0``.
+    hi : int or None
+        Largest possible size (``>= lo``), or ``None`` for unbounded.
+
+    Examples
+    --------
+    >>> Dim(4, 8), Dim(4), Dim(0, None)
+    (Dim(4, 8), Dim(4, None), Dim(0, None))
+    >>> Dim(5, 5) == 5
+    True
+    """
+
+    __slots__ = ("lo", "hi")
+
+    def __init__(self, lo: int = 0, hi: Optional[int] = None) -> None:
+        lo = _index(lo, "Dim.lo")
+        if hi is not None:
+            hi = _index(hi, "Dim.hi")
+        if lo < 0:
+            raise DataMoveError(f"Dim.lo must be >= 0, got {lo}")
+        if hi is not None and hi < lo:
+            raise DataMoveError(f"Dim.hi must be >= Dim.lo, got Dim({lo}, {hi})")
+        if max(lo, hi or 0) > INT64_MAX:
+            raise DataMoveError(f"Dim({lo}, {hi}) does not fit in int64")
+        self.lo: int = lo
+        self.hi: Optional[int] = hi
+
+    @property
+    def is_static(self) -> bool:
+        return self.lo == self.hi
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Dim):
+            return (self.lo, self.hi) == (other.lo, other.hi)
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self.lo == self.hi == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.lo) if self.is_static else hash((Dim, self.lo, self.hi))
+
+    def __repr__(self) -> str:
+        return f"Dim({self.lo}, {self.hi})"
+
+    def __str__(self) -> str:
+        return format_dim(self)
+
+
+DimLike = Union[int, None, Dim]
+
+
+def as_interval(dim: object, name: str) -> Interval:
+    """The ``(lo, hi)`` pair of a dim; ``name`` is used in error messages."""
+    if dim is None:
+        return (0, None)
+    if isinstance(dim, Dim):
+        return (dim.lo, dim.hi)
+    value = _index(dim, name)
+    if value < 0:
+        raise DataMoveError(
+            f"{name} must be >= 0, got {value} (write None for an unknown dim, "
+            "Dim(lo, hi) for an interval)"
+        )
+    if value > INT64_MAX:
+        raise DataMoveError(f"{name} = {value} does not fit in int64")
+    return (value, value)
+
+
+def to_dim(interval: Interval) -> DimLike:
+    """The simplest public form of ``(lo, hi)``: int, ``None`` or ``Dim``."""
+    lo, hi = interval
+    if lo == hi:
+        return lo
+    if lo == 0 and hi is None:
+        return None
+    return Dim(lo, hi)
+
+
+def format_dim(dim: object) -> str:
+    """``3``, ``?``, ``2..8`` or ``4..``: the notation of the command line."""
+    if dim is None:
+        return "?"
+    if isinstance(dim, Dim):
+        if dim.is_static:
+            return str(dim.lo)
+        if dim.lo == 0 and dim.hi is None:
+            return "?"
+        return f"{dim.lo}..{'' if dim.hi is None else dim.hi}"
+    if isinstance(dim, tuple):
+        return format_dim(to_dim(dim))
+    return str(dim)

@@ -1,0 +1,231 @@
+"""The four operations: validate (``shapes``), plan (``plans``), execute (``engines``).
+
+Everything is checked before any memory is touched, so bad input never
+leaves a partial write in ``out``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from . import engines, plans, shapes
+from .errors import DataMoveError
+
+__all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
+
+
+def _as_array(data: Any) -> np.ndarray:
+    if isinstance(data, np.ndarray):
+        return data
+    if data is None or isinstance(data, (str, bytes, dict, set)):
+        raise TypeError(f"data must be an array, got {type(data).__name__} {data!r:.80}")
+    if hasattr(data, "__array_namespace__") or hasattr(data, "__dlpack__"):
+        return data  # not converted: the engine choice says who can take it
+    try:
+        return np.asarray(data)
+    except Exception as exc:
+        raise TypeError(f"data must be an array, could not convert {type(data).__name__}: {exc}") from None
+
+
+def _require(**values: Any) -> None:
+    for name, value in values.items():
+        if value is None:
+            raise TypeError(f"{name} is required (None means 'unknown' only in datamove.shapes)")
+
+
+def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray like data, got {type(out).__name__}")
+    if out.shape != shape:
+        raise DataMoveError(f"out.shape must be the output shape {shape}, got {out.shape}")
+    if out.dtype != dtype:
+        raise DataMoveError(f"out.dtype must be data.dtype = {dtype}, got {out.dtype}")
+    if not out.flags.writeable:
+        raise DataMoveError("out must be writeable, got a read-only array")
+
+
+def _run(plan: plans.Plan, data: Any, out: Any, engine: str) -> np.ndarray:
+    execute = engines.select(engine, data)
+    shape = plan.out_shape
+    if out is None:
+        try:
+            out = np.empty(shape, data.dtype)
+        except ValueError as exc:  # "array is too big"
+            raise DataMoveError(f"the output shape {shape} of dtype {data.dtype} is too big: {exc}") from None
+    else:
+        _check_out(out, shape, data.dtype)
+        if np.may_share_memory(data, out):
+            data = data.copy()  # a permutation cannot be done in place
+    return execute(plan, data, out)
+
+
+def batch_to_space(data, block_shape, crops_begin, crops_end, *, out=None, engine="auto"):
+    """BatchToSpace-2: move blocks of the batch axis into the spatial axes, then crop.
+
+    Parameters
+    ----------
+    data : array
+        ``[batch, D_1, ..., D_{N-1}]``, rank >= 2, any dtype.
+    block_shape : sequence of N ints or 1-D integer array
+        Block size per axis, ``>= 1``; ``block_shape[0]`` (batch) must be 1.
+        ``batch`` must be divisible by ``prod(block_shape)``.
+    crops_begin, crops_end : sequence of N ints or 1-D integer array
+        Elements to crop from the start / end of each axis, ``>= 0``, 0 for
+        the batch axis, ``crops_begin[i] + crops_end[i] <= D_i * block_shape[i]``.
+    out : array, optional
+        Where to write the result: exactly the output shape and ``data.dtype``.
+    engine : str, default "auto"
+        ``"auto"`` or an engine name (see :mod:`datamove.engines`).
+
+    Returns
+    -------
+    array of shape ``[batch / prod(block_shape), D_i * block_shape[i] - crops_begin[i] - crops_end[i], ...]``
+        A new C-contiguous array, or ``out``.
+
+    Raises
+    ------
+    DataMoveError
+        A rule of the spec is broken; the message names argument, rule and values.
+    TypeError
+        A parameter of the wrong type (floats, bools, ...).
+
+    See Also
+    --------
+    space_to_batch : the inverse (pads = crops).
+    datamove.shapes.batch_to_space : the output shape without the data.
+
+    Examples
+    --------
+    TensorFlow's example (4) of ``batch_to_space``, in OpenVINO's form:
+
+    >>> import numpy as np, datamove as dm
+    >>> x = np.array([0, 1, 3, 0, 9, 11, 0, 2, 4, 0, 10, 12,
+    ...               0, 5, 7, 0, 13, 15, 0, 6, 8, 0, 14, 16]).reshape(8, 1, 3, 1)
+    >>> dm.batch_to_space(x, [1, 2, 2, 1], [0, 0, 2, 0], [0, 0, 0, 0])[..., 0]
+    array([[[ 1,  2,  3,  4],
+            [ 5,  6,  7,  8]],
+    <BLANKLINE>
+           [[ 9, 10, 11, 12],
+            [13, 14, 15, 16]]])
+    """
+    _require(block_shape=block_shape, crops_begin=crops_begin, crops_end=crops_end)
+    data = _as_array(data)
+    resolved = shapes.resolve_batch_to_space(data.shape, block_shape, crops_begin, crops_end)
+    p = resolved.params
+    plan = plans.batch_to_space(data.shape, resolved.public(), p["block_shape"], p["crops_begin"], p["crops_end"])
+    return _run(plan, data, out, engine)
+
+
+def space_to_batch(data, block_shape, pads_begin, pads_end, *, out=None, engine="auto"):
+    """SpaceToBatch-2: zero-pad the spatial axes, then move blocks of them into the batch axis.
+
+    Parameters
+    ----------
+    data : array
+        ``[batch, D_1, ..., D_{N-1}]``, rank >= 2, any dtype.
+    block_shape : sequence of N ints or 1-D integer array
+        Block size per axis, ``>= 1``; ``block_shape[0]`` (batch) must be 1;
+        each divides ``D_i + pads_begin[i] + pads_end[i]``.
+    pads_begin, pads_end : sequence of N ints or 1-D integer array
+        Zeros to add at the start / end of each axis, ``>= 0``, 0 for batch.
+    out, engine : see :func:`batch_to_space`.
+
+    Returns
+    -------
+    array of shape ``[batch * prod(block_shape), (D_i + pads_begin[i] + pads_end[i]) / block_shape[i], ...]``
+        The output batch index is ``(b_1, ..., b_{N-1}, n)`` row-major: block
+        offsets outermost, as in TensorFlow. Padding is the dtype's zero.
+
+    Examples
+    --------
+    >>> import numpy as np, datamove as dm
+    >>> x = np.arange(1, 5).reshape(1, 4)
+    >>> dm.space_to_batch(x, [1, 2], [0, 1], [0, 1])
+    array([[0, 2, 4],
+           [1, 3, 0]])
+    """
+    _require(block_shape=block_shape, pads_begin=pads_begin, pads_end=pads_end)
+    data = _as_array(data)
+    resolved = shapes.resolve_space_to_batch(data.shape, block_shape, pads_begin, pads_end)
+    p = resolved.params
+    plan = plans.space_to_batch(data.shape, resolved.public(), p["block_shape"], p["pads_begin"], p["pads_end"])
+    return _run(plan, data, out, engine)
+
+
+def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
+    """SpaceToDepth-1: move ``block_size``-blocks of every spatial axis into the depth axis.
+
+    Parameters
+    ----------
+    data : array
+        ``[N, C, D_1, ..., D_K]``, rank >= 3, each ``D_i`` divisible by ``block_size``.
+    mode : {"blocks_first", "depth_first"}
+        Output depth gathered as ``[block_size, ..., block_size, C]``
+        (blocks_first; ONNX's and TensorFlow's order) or
+        ``[C, block_size, ..., block_size]`` (depth_first; PyTorch's pixel_unshuffle).
+    block_size : int, default 1
+    out, engine : see :func:`batch_to_space`.
+
+    Returns
+    -------
+    array of shape ``[N, C * block_size ** K, D_1 / block_size, ..., D_K / block_size]``
+
+    Examples
+    --------
+    >>> import numpy as np, datamove as dm
+    >>> x = np.arange(8).reshape(1, 2, 4)
+    >>> dm.space_to_depth(x, "blocks_first", 2)[0]
+    array([[0, 2],
+           [4, 6],
+           [1, 3],
+           [5, 7]])
+    >>> dm.space_to_depth(x, "depth_first", 2)[0]
+    array([[0, 2],
+           [1, 3],
+           [4, 6],
+           [5, 7]])
+    """
+    _require(mode=mode, block_size=block_size)
+    data = _as_array(data)
+    resolved = shapes.resolve_space_to_depth(data.shape, mode, block_size)
+    p = resolved.params
+    plan = plans.space_to_depth(data.shape, resolved.public(), p["mode"], p["block_size"])
+    return _run(plan, data, out, engine)
+
+
+def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
+    """DepthToSpace-1: move blocks of the depth axis into every spatial axis.
+
+    The inverse of :func:`space_to_depth` with the same mode and block size.
+
+    Parameters
+    ----------
+    data : array
+        ``[N, C, D_1, ..., D_K]``, rank >= 3, ``C`` divisible by ``block_size ** K``.
+    mode : {"blocks_first", "depth_first"}
+        Input depth read as ``[block_size, ..., block_size, C']`` (blocks_first,
+        ONNX DCR, TensorFlow) or ``[C', block_size, ..., block_size]``
+        (depth_first, ONNX CRD, PyTorch's pixel_shuffle).
+    block_size : int, default 1
+    out, engine : see :func:`batch_to_space`.
+
+    Returns
+    -------
+    array of shape ``[N, C / block_size ** K, D_1 * block_size, ..., D_K * block_size]``
+
+    Examples
+    --------
+    >>> import numpy as np, datamove as dm
+    >>> x = np.arange(4).reshape(1, 4, 1, 1)
+    >>> dm.depth_to_space(x, "depth_first", 2)[0, 0]
+    array([[0, 1],
+           [2, 3]])
+    """
+    _require(mode=mode, block_size=block_size)
+    data = _as_array(data)
+    resolved = shapes.resolve_depth_to_space(data.shape, mode, block_size)
+    p = resolved.params
+    plan = plans.depth_to_space(data.shape, resolved.public(), p["mode"], p["block_size"])
+    return _run(plan, data, out, engine)

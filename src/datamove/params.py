@@ -1,0 +1,94 @@
+"""Normalisation of the operations' parameters to plain Python ints.
+
+Every public entry point (ops, shapes, front ends) passes its ``block_shape``,
+``crops_*``, ``pads_*``, ``block_size`` and ``mode`` through here, so the type
+rules and their messages exist once.
+
+>>> int_vector([1, 2, 2], "block_shape")
+(1, 2, 2)
+>>> int_scalar(3, "block_size")
+3
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from .dims import INT64_MAX, _index
+from .errors import DataMoveError
+
+__all__ = ["MODES", "int_vector", "int_scalar", "mode_arg"]
+
+#: The two modes of SpaceToDepth-1 / DepthToSpace-1.
+MODES = ("blocks_first", "depth_first")
+
+# Other frameworks' names for the modes, to point users at ours.
+_MODE_ALIASES = {"DCR": "blocks_first", "CRD": "depth_first"}
+
+
+def _check_range(value: int, name: str) -> int:
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise DataMoveError(f"{name} = {value} does not fit in int64")
+    return value
+
+
+def int_vector(value: object, name: str) -> Optional[Tuple[int, ...]]:
+    """A 1-D integer parameter as a tuple of Python ints (``None`` stays ``None``).
+
+    Accepts a sequence of Python or NumPy integers, or a 1-D integer array
+    (anything with ``dtype`` and ``shape``, e.g. NumPy, PyTorch CPU, JAX).
+    Booleans and floats raise :class:`TypeError`; other ranks and values
+    outside int64 raise :class:`DataMoveError`.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of integers, got {type(value).__name__} {value!r}")
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        import numpy as np
+
+        try:
+            array = np.asarray(value)
+        except Exception as exc:  # e.g. a GPU tensor: say what to do
+            raise TypeError(f"{name} could not be read as a host integer array: {exc}") from None
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"{name} must have an integer dtype, got {array.dtype}")
+        if array.ndim != 1:
+            raise DataMoveError(f"{name} must be 1-D, got an array of shape {array.shape}")
+        return tuple(_check_range(int(v), f"{name}[{i}]") for i, v in enumerate(array.tolist()))
+    try:
+        items = list(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(
+            f"{name} must be a sequence of integers, got {type(value).__name__} {value!r}"
+        ) from None
+    result = []
+    for i, item in enumerate(items):
+        if isinstance(item, (list, tuple)):
+            raise DataMoveError(f"{name} must be 1-D, got a nested sequence at {name}[{i}] = {item!r}")
+        result.append(_check_range(_index(item, f"{name}[{i}]"), f"{name}[{i}]"))
+    return tuple(result)
+
+
+def int_scalar(value: object, name: str) -> Optional[int]:
+    """An integer attribute (``block_size``) as a Python int; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    return _check_range(_index(value, name), name)
+
+
+def mode_arg(mode: object) -> Optional[str]:
+    """Validate ``mode``: ``"blocks_first"`` or ``"depth_first"`` (``None``: unknown)."""
+    if mode is None:
+        return None
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a string, 'blocks_first' or 'depth_first', got {type(mode).__name__} {mode!r}")
+    if mode not in MODES:
+        hint = ""
+        alias = _MODE_ALIASES.get(mode.upper())
+        if alias:
+            hint = f" (ONNX's {mode.upper()} is {alias!r}; see datamove.compat.onnx)"
+        elif mode.lower() in MODES:
+            hint = f" (did you mean {mode.lower()!r}?)"
+        raise DataMoveError(f"mode must be 'blocks_first' or 'depth_first', got {mode!r}{hint}")
+    return mode

@@ -1,0 +1,371 @@
+"""Shape inference and validation: the rules of the four operations, once.
+
+Same names and arguments as the operations, on shapes instead of arrays. A
+shape is a tuple of dims (``int``, ``None`` for unknown, ``Dim(lo, hi)`` for an
+interval) or ``None`` for an unknown rank; a parameter may be ``None`` when it
+is not known until run time. The rules follow OpenVINO's shape inference
+(``src/core/shape_inference/include/*_shape_inference.hpp``) except where it
+is unsound; the differences are listed in the README.
+
+>>> batch_to_space((10, 2), [1, 5], [0, 2], [0, 0])
+(2, 8)
+>>> space_to_depth((None, Dim(4, 8), 6, 6), "blocks_first", 2)
+(None, Dim(16, 32), 3, 3)
+>>> space_to_batch((2, Dim(3, None)), [1, 4], [0, 1], [0, 0])
+(8, Dim(1, None))
+
+The operations call the private ``resolve_*`` functions, which also return
+the normalised parameters, so every rule and message lives here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
+
+from .dims import INT64_MAX, Dim, DimLike, Interval, as_interval, format_dim, to_dim
+from .errors import DataMoveError
+from .params import int_scalar, int_vector, mode_arg
+
+__all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space", "Dim"]
+
+Shape = Optional[Tuple[DimLike, ...]]
+_UNKNOWN: Interval = (0, None)
+
+
+class Resolved(NamedTuple):
+    """An inferred output shape (as intervals) with the normalised parameters."""
+
+    shape: Optional[Tuple[Interval, ...]]
+    params: Dict[str, object]
+
+    def public(self) -> Shape:
+        return None if self.shape is None else tuple(to_dim(d) for d in self.shape)
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def _fmt(interval: Interval) -> str:
+    return format_dim(interval)
+
+
+def _fmt_shape(shape: Sequence[Interval]) -> str:
+    return "[" + ", ".join(_fmt(d) for d in shape) + "]"
+
+
+def _data_shape(data_shape: object, minimum_rank: int, op: str) -> Optional[Tuple[Interval, ...]]:
+    if data_shape is None:
+        return None
+    if isinstance(data_shape, (str, bytes, int, Dim)):
+        raise TypeError(f"data shape must be a sequence of dims or None, got {type(data_shape).__name__} {data_shape!r}")
+    try:
+        dims = list(data_shape)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(
+            f"data shape must be a sequence of dims or None, got {type(data_shape).__name__} {data_shape!r}"
+        ) from None
+    shape = tuple(as_interval(d, f"data.shape[{i}]") for i, d in enumerate(dims))
+    if len(shape) < minimum_rank:
+        raise DataMoveError(
+            f"{op}: data must have rank >= {minimum_rank}, got rank {len(shape)} "
+            f"(data.shape = {_fmt_shape(shape)})"
+        )
+    return shape
+
+
+def _check_lengths(rank: Optional[int], **vectors: Optional[Tuple[int, ...]]) -> None:
+    """Each known vector has one entry per data axis (or, rank unknown, they agree)."""
+    known = {name: v for name, v in vectors.items() if v is not None}
+    if rank is not None:
+        for name, v in known.items():
+            if len(v) != rank:
+                raise DataMoveError(
+                    f"{name} must have one entry per data axis: len({name}) = {len(v)}, data rank = {rank}"
+                )
+    elif len({len(v) for v in known.values()}) > 1:
+        lengths = ", ".join(f"len({n}) = {len(v)}" for n, v in known.items())
+        raise DataMoveError(f"{', '.join(known)} must have the same length, got {lengths}")
+
+
+def _check_block_shape(block_shape: Optional[Tuple[int, ...]]) -> None:
+    if block_shape is None:
+        return
+    for i, b in enumerate(block_shape):
+        if b < 1:
+            raise DataMoveError(f"block_shape[{i}] must be >= 1, got {b} (block_shape = {list(block_shape)})")
+    if block_shape and block_shape[0] != 1:
+        raise DataMoveError(
+            f"block_shape[0] must be 1, got {block_shape[0]}: index 0 is the batch axis, which the spec "
+            "says has no block (OpenVINO's shape inference and CPU plugin disagree on what it would mean)"
+        )
+    if math.prod(block_shape) > INT64_MAX:
+        raise DataMoveError(f"the product of block_shape = {math.prod(block_shape)} does not fit in int64")
+
+
+def _check_margins(name: str, kind: str, values: Optional[Tuple[int, ...]]) -> None:
+    """crops_* / pads_*: non-negative, and 0 on the batch axis."""
+    if values is None:
+        return
+    for i, v in enumerate(values):
+        if v < 0:
+            raise DataMoveError(f"{name}[{i}] must be >= 0, got {v} ({name} = {list(values)})")
+    if values and values[0] != 0:
+        raise DataMoveError(
+            f"{name}[0] must be 0, got {values[0]}: index 0 is the batch axis, which the spec says is never "
+            f"{kind} (OpenVINO's shape inference ignores it while its CPU plugin applies it)"
+        )
+
+
+def _multiply(d: Interval, k: int, what: str) -> Interval:
+    """``d * k`` for ``k >= 0``; an upper bound past int64 becomes unbounded (OpenVINO's clip_times)."""
+    lo, hi = d
+    lo *= k
+    if lo > INT64_MAX:
+        raise DataMoveError(f"{what} = {lo} does not fit in int64")
+    if hi is not None:
+        hi *= k
+        if hi > INT64_MAX:
+            hi = None
+    return (lo, hi)
+
+
+def _add(d: Interval, c: int, what: str) -> Interval:
+    lo, hi = d
+    lo += c
+    if lo > INT64_MAX:
+        raise DataMoveError(f"{what} = {lo} does not fit in int64")
+    if hi is not None:
+        hi += c
+        if hi > INT64_MAX:
+            hi = None
+    return (lo, hi)
+
+
+def _divide(d: Interval, k: int, what: str, divisor: str) -> Interval:
+    """``d / k`` exactly: the multiples of ``k`` in ``d``, divided. None fits: error."""
+    lo, hi = d
+    if k == 1:
+        return d
+    q_lo = -(-lo // k)
+    q_hi = None if hi is None else hi // k
+    if q_hi is not None and q_lo > q_hi:
+        if lo == hi:
+            raise DataMoveError(f"{what} = {lo} is not divisible by {divisor} = {k}")
+        raise DataMoveError(f"{what} = {_fmt(d)} contains no multiple of {divisor} = {k}")
+    return (q_lo, q_hi)
+
+
+def _crop(d: Interval, c: int, what: str, crops: str) -> Interval:
+    """``d - c`` where ``d`` must be at least ``c``: out of range is an error, never 0."""
+    lo, hi = d
+    if hi is not None and c > hi:
+        bound = f"= {hi}" if lo == hi else f"<= {hi} (it is {_fmt(d)})"
+        raise DataMoveError(f"{crops} = {c} exceeds {what} {bound}")
+    return (max(lo - c, 0), None if hi is None else hi - c)
+
+
+# ----------------------------------------------------------------- BatchToSpace-2
+
+
+def resolve_batch_to_space(data_shape, block_shape, crops_begin, crops_end) -> Resolved:
+    shape = _data_shape(data_shape, 2, "batch_to_space")
+    block = int_vector(block_shape, "block_shape")
+    begin = int_vector(crops_begin, "crops_begin")
+    end = int_vector(crops_end, "crops_end")
+    _check_lengths(None if shape is None else len(shape), block_shape=block, crops_begin=begin, crops_end=end)
+    _check_block_shape(block)
+    _check_margins("crops_begin", "cropped", begin)
+    _check_margins("crops_end", "cropped", end)
+    params = {"block_shape": block, "crops_begin": begin, "crops_end": end}
+    if shape is None:
+        return Resolved(None, params)
+
+    if block is None:
+        out = [_UNKNOWN]
+    else:
+        product = math.prod(block)
+        out = [_divide(shape[0], product, "data.shape[0]", f"the product of block_shape {list(block)}")]
+    for i in range(1, len(shape)):
+        if begin is None or end is None:
+            out.append(_UNKNOWN)
+            continue
+        if block is None:  # B_i >= 1 unknown: D_i * [1, inf)
+            lo, hi = shape[i]
+            full: Interval = (lo, None if hi != 0 else 0)
+            what = f"data.shape[{i}] * block_shape[{i}]"
+        else:
+            full = _multiply(shape[i], block[i], f"data.shape[{i}] * block_shape[{i}]")
+            what = f"data.shape[{i}] * block_shape[{i}]"
+        out.append(_crop(full, begin[i] + end[i], what, f"crops_begin[{i}] + crops_end[{i}]"))
+    return Resolved(tuple(out), params)
+
+
+def batch_to_space(data_shape, block_shape, crops_begin, crops_end) -> Shape:
+    """Output shape of BatchToSpace-2.
+
+    ``[batch / prod(block_shape), D_i * block_shape[i] - crops_begin[i] - crops_end[i], ...]``
+
+    Parameters
+    ----------
+    data_shape : sequence of dims, or None
+        ``[batch, D_1, ..., D_{N-1}]``, rank >= 2.
+    block_shape, crops_begin, crops_end : sequence of N ints, or None
+        ``block_shape[i] >= 1``, crops ``>= 0``; index 0 (batch) must be 1 / 0.
+
+    Returns
+    -------
+    tuple of dims, or None for an unknown rank.
+
+    Raises
+    ------
+    DataMoveError
+        A rule of the spec is broken (rank, lengths, values, divisibility, crops).
+    TypeError
+        A parameter is not made of integers.
+
+    Examples
+    --------
+    The spec's 5-D example:
+
+    >>> batch_to_space((48, 3, 3, 1, 3), [1, 2, 4, 3, 1], [0, 0, 1, 0, 0], [0, 0, 1, 0, 0])
+    (2, 6, 10, 3, 3)
+    >>> batch_to_space((Dim(4, 17), 5), [1, 2], [0, 3], [0, 0])
+    (Dim(2, 8), 7)
+    """
+    return resolve_batch_to_space(data_shape, block_shape, crops_begin, crops_end).public()
+
+
+# ----------------------------------------------------------------- SpaceToBatch-2
+
+
+def resolve_space_to_batch(data_shape, block_shape, pads_begin, pads_end) -> Resolved:
+    shape = _data_shape(data_shape, 2, "space_to_batch")
+    block = int_vector(block_shape, "block_shape")
+    begin = int_vector(pads_begin, "pads_begin")
+    end = int_vector(pads_end, "pads_end")
+    _check_lengths(None if shape is None else len(shape), block_shape=block, pads_begin=begin, pads_end=end)
+    _check_block_shape(block)
+    _check_margins("pads_begin", "padded", begin)
+    _check_margins("pads_end", "padded", end)
+    params = {"block_shape": block, "pads_begin": begin, "pads_end": end}
+    if shape is None:
+        return Resolved(None, params)
+
+    if block is None:
+        out = [_UNKNOWN]
+    else:
+        out = [_multiply(shape[0], math.prod(block), "data.shape[0] * prod(block_shape)")]
+    for i in range(1, len(shape)):
+        if block is None or begin is None or end is None:
+            out.append(_UNKNOWN)
+            continue
+        what = f"data.shape[{i}] + pads_begin[{i}] + pads_end[{i}]"
+        padded = _add(shape[i], begin[i] + end[i], what)
+        out.append(_divide(padded, block[i], what, f"block_shape[{i}]"))
+    return Resolved(tuple(out), params)
+
+
+def space_to_batch(data_shape, block_shape, pads_begin, pads_end) -> Shape:
+    """Output shape of SpaceToBatch-2.
+
+    ``[batch * prod(block_shape), (D_i + pads_begin[i] + pads_end[i]) / block_shape[i], ...]``
+
+    Parameters
+    ----------
+    data_shape : sequence of dims, or None
+        ``[batch, D_1, ..., D_{N-1}]``, rank >= 2.
+    block_shape, pads_begin, pads_end : sequence of N ints, or None
+        ``block_shape[i] >= 1`` dividing ``D_i + pads_begin[i] + pads_end[i]``;
+        pads ``>= 0``; index 0 (batch) must be 1 / 0.
+
+    Examples
+    --------
+    The spec's example:
+
+    >>> space_to_batch((2, 6, 10, 3, 3), [1, 2, 4, 3, 1], [0, 0, 1, 0, 0], [0, 0, 1, 0, 0])
+    (48, 3, 3, 1, 3)
+    """
+    return resolve_space_to_batch(data_shape, block_shape, pads_begin, pads_end).public()
+
+
+# ----------------------------------------------------------------- SpaceToDepth-1 / DepthToSpace-1
+
+
+def _depth_common(op, data_shape, mode, block_size):
+    shape = _data_shape(data_shape, 3, op)
+    mode = mode_arg(mode)
+    size = int_scalar(block_size, "block_size")
+    if size is not None and size < 1:
+        raise DataMoveError(f"block_size must be >= 1, got {size}")
+    return shape, {"mode": mode, "block_size": size}
+
+
+def resolve_space_to_depth(data_shape, mode, block_size=1) -> Resolved:
+    shape, params = _depth_common("space_to_depth", data_shape, mode, block_size)
+    size = params["block_size"]
+    if shape is None:
+        return Resolved(None, params)
+    if size is None:
+        return Resolved((shape[0],) + (_UNKNOWN,) * (len(shape) - 1), params)
+    spatial = len(shape) - 2
+    out = [shape[0], _multiply(shape[1], size**spatial, f"data.shape[1] * block_size ** {spatial}")]
+    for i in range(2, len(shape)):
+        out.append(_divide(shape[i], size, f"data.shape[{i}]", "block_size"))
+    return Resolved(tuple(out), params)
+
+
+def space_to_depth(data_shape, mode, block_size=1) -> Shape:
+    """Output shape of SpaceToDepth-1: ``[N, C * block_size ** K, D_1 / block_size, ...]``.
+
+    Parameters
+    ----------
+    data_shape : sequence of dims, or None
+        ``[N, C, D_1, ..., D_K]``, rank >= 3; every ``D_i`` divisible by ``block_size``.
+    mode : {"blocks_first", "depth_first"} or None
+        Does not change the shape, but is validated.
+    block_size : int, default 1
+
+    Examples
+    --------
+    The spec's example:
+
+    >>> space_to_depth((5, 7, 4, 6), "blocks_first", 2)
+    (5, 28, 2, 3)
+    """
+    return resolve_space_to_depth(data_shape, mode, block_size).public()
+
+
+def resolve_depth_to_space(data_shape, mode, block_size=1) -> Resolved:
+    shape, params = _depth_common("depth_to_space", data_shape, mode, block_size)
+    size = params["block_size"]
+    if shape is None:
+        return Resolved(None, params)
+    if size is None:
+        return Resolved((shape[0],) + (_UNKNOWN,) * (len(shape) - 1), params)
+    spatial = len(shape) - 2
+    divisor = size**spatial
+    out = [shape[0], _divide(shape[1], divisor, "data.shape[1]", f"block_size ** {spatial}")]
+    for i in range(2, len(shape)):
+        out.append(_multiply(shape[i], size, f"data.shape[{i}] * block_size"))
+    return Resolved(tuple(out), params)
+
+
+def depth_to_space(data_shape, mode, block_size=1) -> Shape:
+    """Output shape of DepthToSpace-1: ``[N, C / block_size ** K, D_1 * block_size, ...]``.
+
+    Parameters
+    ----------
+    data_shape : sequence of dims, or None
+        ``[N, C, D_1, ..., D_K]``, rank >= 3; ``C`` divisible by ``block_size ** K``.
+    mode : {"blocks_first", "depth_first"} or None
+    block_size : int, default 1
+
+    Examples
+    --------
+    >>> depth_to_space((1, 12, 2, 3), "depth_first", 2)
+    (1, 3, 4, 6)
+    >>> depth_to_space((Dim(2, 10), Dim(81, 82), Dim(3, 7)), "blocks_first", 3)
+    (Dim(2, 10), 27, Dim(9, 21))
+    """
+    return resolve_depth_to_space(data_shape, mode, block_size).public()
