@@ -87,7 +87,7 @@ def mode_arg(mode: object) -> Optional[str]:
         hint = ""
         alias = _MODE_ALIASES.get(mode.upper())
         if alias:
-            hint = f" (ONNX's {mode.upper()} is {alias!r}; see datamove.compat.onnx)"
+            hint = f" (ONNX's {mode.upper()} is {alias!r})"
         elif mode.lower() in MODES:
             hint = f" (did you mean {mode.lower()!r}?)"
         raise DataMoveError(f"mode must be 'blocks_first' or 'depth_first', got {mode!r}{hint}")
