@@ -1,0 +1,86 @@
+"""Plans: the destination views and fills cover every output element exactly once."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+
+from datamove import plans, shapes
+from strategies import depth_case, space_batch_case
+
+
+def _coverage(shape, views):
+    """How often each element of an array of ``shape`` is touched by ``views``."""
+    counts = np.zeros(shape, np.int64)
+    for view in views:
+        index = [np.full(view.shape, s) for s in view.start]
+        grid = np.indices(view.shape)
+        for k, (axis, _, step) in enumerate(view.dims):
+            index[axis] = index[axis] + grid[k] * step
+        for axis, ix in enumerate(index):  # every index in bounds: no engine may write outside
+            assert ((0 <= ix) & (ix < shape[axis])).all()
+        np.add.at(counts, tuple(index), 1)
+    return counts
+
+
+def _check_pairs(plan):
+    for src, dst in plan.copies:
+        assert src.shape == dst.shape
+        assert all(count > 0 for count in src.shape)  # empty copies are dropped
+
+
+@settings(max_examples=200, deadline=None)
+@given(space_batch_case(max_size=2000))
+def test_space_to_batch_writes_every_output_element_once(case):
+    shape, block, begin, end = case
+    out_shape = shapes.space_to_batch(shape, block, begin, end)
+    plan = plans.space_to_batch(shape, out_shape, tuple(block), tuple(begin), tuple(end))
+    _check_pairs(plan)
+    written = _coverage(out_shape, [dst for _, dst in plan.copies] + list(plan.fills))
+    assert (written == 1).all()
+    assert (_coverage(shape, [src for src, _ in plan.copies]) == 1).all()
+    # the fills are exactly the padding: as many elements as the output has beyond the data
+    filled = sum(math.prod(view.shape) for view in plan.fills)
+    assert filled == math.prod(out_shape) - math.prod(shape)
+
+
+@settings(max_examples=200, deadline=None)
+@given(space_batch_case(max_size=2000))
+def test_batch_to_space_reads_only_the_uncropped_elements(case):
+    out_shape, block, begin, end = case
+    in_shape = shapes.space_to_batch(out_shape, block, begin, end)
+    plan = plans.batch_to_space(in_shape, out_shape, tuple(block), tuple(begin), tuple(end))
+    _check_pairs(plan)
+    assert plan.fills == ()
+    assert (_coverage(out_shape, [dst for _, dst in plan.copies]) == 1).all()
+    read = _coverage(in_shape, [src for src, _ in plan.copies])
+    assert read.max(initial=0) <= 1 and read.sum() == math.prod(out_shape)
+
+
+@settings(max_examples=200, deadline=None)
+@given(depth_case(max_size=2000))
+def test_depth_plans_are_one_copy_touching_everything_once(case):
+    shape, mode, size = case
+    out_shape = shapes.space_to_depth(shape, mode, size)
+    for plan, src_shape, dst_shape in (
+        (plans.space_to_depth(shape, out_shape, mode, size), shape, out_shape),
+        (plans.depth_to_space(out_shape, shape, mode, size), out_shape, shape),
+    ):
+        _check_pairs(plan)
+        assert len(plan.copies) == (1 if math.prod(shape) else 0)
+        assert (_coverage(dst_shape, [dst for _, dst in plan.copies]) == (1 if math.prod(shape) else 0)).all()
+        assert (_coverage(src_shape, [src for src, _ in plan.copies]) == (1 if math.prod(shape) else 0)).all()
+
+
+def test_crop_splits_an_axis_into_at_most_three_pieces():
+    # crops 1 and 2 on a block-4 axis of length 3*4: a head row, full rows, a tail row.
+    plan = plans.batch_to_space((4, 3), (1, 9), (1, 4), (0, 1), (0, 2))
+    assert len(plan.copies) == 3
+    assert [src.shape for src, _ in plan.copies] == [(1, 1, 3), (1, 1, 4), (1, 1, 2)]
+
+
+def test_plans_are_cached():
+    args = ((2, 4, 4, 4), (2, 16, 2, 2), "depth_first", 2)
+    assert plans.space_to_depth(*args) is plans.space_to_depth(*args)
