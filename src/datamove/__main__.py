@@ -1,0 +1,8 @@
+"""``python -m datamove``: the ``datamove`` command (see :mod:`datamove.cli`)."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,489 @@
+"""The ``datamove`` command: shape inference and the operations on ``.npy`` files.
+
+Two commands, each taking the operation's name and its parameters as options:
+
+- ``datamove shape OP --shape DIMS [params]`` prints the output shape
+  inferred by :mod:`datamove.shapes` (dims may be unknown or intervals);
+- ``datamove run OP INPUT.npy OUTPUT.npy [params]`` applies the operation to
+  an array saved with :func:`numpy.save` and saves the result.
+
+Every error prints one line, ``datamove: error: ...``, on stderr and exits
+with status 2. This module is not imported by ``import datamove``.
+
+>>> parse_shape("?,4..8,6,..6")
+(None, Dim(4, 8), 6, Dim(0, 6))
+>>> format_shape((None, Dim(16, 32), 3, Dim(4, None)))
+'[?, 16..32, 3, 4..]'
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
+
+from . import __version__, ops, shapes
+from .dims import Dim, DimLike, format_dim
+from .errors import DataMoveError
+
+__all__ = ["main", "build_parser", "parse_shape", "parse_vector", "format_shape"]
+
+PROG = "datamove"
+
+#: Each operation's parameters, in the order of its positional arguments.
+OPERATIONS: Dict[str, Tuple[str, ...]] = {
+    "batch_to_space": ("block_shape", "crops_begin", "crops_end"),
+    "space_to_batch": ("block_shape", "pads_begin", "pads_end"),
+    "space_to_depth": ("mode", "block_size"),
+    "depth_to_space": ("mode", "block_size"),
+}
+
+#: OpenVINO's names of the operations (opset types), accepted for OP too.
+OPENVINO_NAMES = {
+    "BatchToSpace": "batch_to_space",
+    "SpaceToBatch": "space_to_batch",
+    "SpaceToDepth": "space_to_depth",
+    "DepthToSpace": "depth_to_space",
+}
+
+_VECTORS = ("block_shape", "crops_begin", "crops_end", "pads_begin", "pads_end")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INTERVAL = re.compile(r"([0-9]*)\s*\.\.\s*([0-9]*|\?)")
+_UNKNOWN_RANK = ("*", "...", "[...]")
+
+Shape = Optional[Tuple[DimLike, ...]]
+
+
+class CommandError(Exception):
+    """A problem with the command line or its files; printed as one line, exit status 2."""
+
+
+def _option(param: str) -> str:
+    return "--" + param.replace("_", "-")
+
+
+# ----------------------------------------------------------------- notation
+
+
+def _strip_brackets(text: str, what: str) -> str:
+    """``text`` without surrounding whitespace and an optional ``[...]`` pair."""
+    text = text.strip()
+    if text.startswith("[") != text.endswith("]"):
+        raise CommandError(f"{what}: unbalanced brackets in {text!r}")
+    if text.startswith("["):
+        text = text[1:-1].strip()
+    return text
+
+
+def _integer(text: str, what: str) -> int:
+    if not _INTEGER.fullmatch(text):
+        raise CommandError(f"{what}: {text!r} is not an integer")
+    return int(text)
+
+
+def parse_dim(text: str, what: str = "dim") -> DimLike:
+    """One dim of the command-line notation: ``3``, ``?``/``-1``, ``2..8``, ``4..``, ``..8``.
+
+    Parameters
+    ----------
+    text : str
+        The dim as written.
+    what : str
+        Where it comes from, for error messages.
+
+    Returns
+    -------
+    int, None or Dim
+
+    Raises
+    ------
+    CommandError
+        Not in the notation, negative, or an empty interval.
+
+    Examples
+    --------
+    >>> parse_dim("3"), parse_dim("?"), parse_dim("-1"), parse_dim("2..8"), parse_dim("4.."), parse_dim("..8")
+    (3, None, None, Dim(2, 8), Dim(4, None), Dim(0, 8))
+    """
+    text = text.strip()
+    if text in ("?", "-1"):
+        return None
+    interval = _INTERVAL.fullmatch(text)
+    if interval:
+        low = int(interval[1]) if interval[1] else 0
+        high = int(interval[2]) if interval[2] not in ("", "?") else None
+        if high is not None and high < low:
+            raise CommandError(f"{what}: {text!r} is empty: its upper bound {high} is below its lower bound {low}")
+        try:
+            return Dim(low, high)
+        except DataMoveError as exc:  # past int64
+            raise CommandError(f"{what}: {exc}") from None
+    if not text:
+        raise CommandError(f"{what} is empty (write ? for an unknown dim)")
+    if not _INTEGER.fullmatch(text):
+        raise CommandError(f"{what}: {text!r} is not a dim (write 3, ?, 2..8, 4.. or ..8)")
+    value = int(text)
+    if value < 0:
+        raise CommandError(f"{what}: {value} is negative (write ? or -1 for an unknown dim)")
+    return value
+
+
+def parse_shape(text: str, what: str = "--shape") -> Shape:
+    """A shape of the command-line notation: comma-separated dims, or ``*`` for an unknown rank.
+
+    Parameters
+    ----------
+    text : str
+        Dims separated by commas, optionally inside ``[ ]`` (so a printed
+        shape can be pasted back); ``*``, ``...`` or ``[...]`` for a shape of
+        unknown rank; an empty string (or ``[]``) for rank 0.
+    what : str
+        Where it comes from, for error messages.
+
+    Returns
+    -------
+    tuple of dims, or None for an unknown rank.
+
+    Raises
+    ------
+    CommandError
+        A dim is not in the notation (see :func:`parse_dim`).
+
+    Examples
+    --------
+    >>> parse_shape("48,3,3,1,3")
+    (48, 3, 3, 1, 3)
+    >>> parse_shape("[?, 16..32, 3, 3]")
+    (None, Dim(16, 32), 3, 3)
+    >>> parse_shape("*") is None, parse_shape("")
+    (True, ())
+    """
+    if text.strip() in _UNKNOWN_RANK:
+        return None
+    body = _strip_brackets(text, what)
+    if not body:
+        return ()
+    return tuple(parse_dim(item, f"{what} dim {i}") for i, item in enumerate(body.split(",")))
+
+
+def parse_vector(text: str, what: str) -> Optional[Tuple[int, ...]]:
+    """An integer vector parameter: ``1,2,2`` (optionally in ``[ ]``); ``?`` is unknown (None).
+
+    Values are not checked here: the operations' own rules do that, with
+    their messages.
+
+    Examples
+    --------
+    >>> parse_vector("1,2,2", "--block-shape"), parse_vector("[0, -1]", "--pads-end"), parse_vector("?", "--crops-end")
+    ((1, 2, 2), (0, -1), None)
+    """
+    if text.strip() == "?":
+        return None
+    body = _strip_brackets(text, what)
+    if not body:
+        return ()
+    return tuple(_integer(item.strip(), f"{what}[{i}]") for i, item in enumerate(body.split(",")))
+
+
+def format_shape(shape: Shape) -> str:
+    """A shape in the command-line notation; ``[...]`` for an unknown rank.
+
+    Examples
+    --------
+    >>> format_shape((2, 8)), format_shape((Dim(4, None),)), format_shape(None)
+    ('[2, 8]', '[4..]', '[...]')
+    """
+    if shape is None:
+        return "[...]"
+    return "[" + ", ".join(format_dim(d) for d in shape) + "]"
+
+
+def _operation(text: str) -> str:
+    """OP's argparse type: a datamove name or an OpenVINO name, as the datamove name."""
+    name = OPENVINO_NAMES.get(text, text)
+    if name not in OPERATIONS:
+        names = ", ".join([*OPERATIONS, *OPENVINO_NAMES])
+        raise argparse.ArgumentTypeError(f"unknown operation {text!r}; choose from {names}")
+    return name
+
+
+# ----------------------------------------------------------------- parser
+
+_DIMS_HELP = """\
+dims (DIMS: comma-separated, optionally inside [ ]):
+  3          a static dim
+  ? or -1    unknown (any size)
+  2..8       an interval, both ends included
+  4..        at least 4, no upper bound
+  ..8        at most 8 (the same as 0..8)
+  *          the whole shape unknown, rank included (also ... or [...]);
+             printed as [...]
+A value starting with "-" needs the "=" form: --shape=-1,4, --pads-end=-1,0.
+"""
+
+_TOP_EPILOG = """\
+examples:
+  datamove shape batch_to_space --shape 10,2 --block-shape 1,5 --crops-begin 0,2 --crops-end 0,0
+  datamove run depth_to_space input.npy output.npy --mode depth_first --block-size 2
+
+Errors print one line, "datamove: error: ...", and exit with status 2.
+"""
+
+_SHAPE_EPILOG = f"""\
+{_DIMS_HELP}
+parameters: a vector parameter left out (or given as ?) is not known until
+run time, and the dims it decides become ?. --mode left out is unknown (it
+never changes the shape). --block-size defaults to 1, as in the spec; ?
+makes it unknown.
+
+examples:
+  datamove shape BatchToSpace --shape 10,2 --block-shape 1,5 --crops-begin 0,2 --crops-end 0,0
+    [2, 8]
+  datamove shape space_to_depth --shape '?,4..8,6,6' --mode blocks_first --block-size 2
+    [?, 16..32, 3, 3]
+  datamove shape space_to_batch --shape '2,3..' --block-shape 1,4 --pads-begin 0,1 --pads-end 0,0
+    [8, 1..]
+  datamove shape depth_to_space --shape '*' --mode depth_first --block-size 2
+    [...]
+"""
+
+_RUN_EPILOG = """\
+Every parameter of OP is required, except --block-size (default 1, as in the
+spec). The input is loaded with allow_pickle=False (memory-mapped), so object
+arrays are refused; every other dtype (bool, numbers, strings, datetimes,
+structured) is moved bit for bit and saved with numpy.save to exactly
+OUTPUT.npy (it may be the input file).
+
+examples:
+  datamove run BatchToSpace in.npy out.npy --block-shape 1,5 --crops-begin 0,2 --crops-end 0,0
+    batch_to_space: in.npy [10, 2] int64 -> out.npy [2, 8] int64
+  datamove run space_to_depth image.npy packed.npy --mode blocks_first --block-size 2
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line, like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _params_parser() -> argparse.ArgumentParser:
+    """The options for the operations' parameters, shared by ``shape`` and ``run``."""
+    parent = _Parser(add_help=False)
+    space_batch = parent.add_argument_group("batch_to_space / space_to_batch parameters")
+    space_batch.add_argument("--block-shape", metavar="B0,B1,...",
+                             help="block size per axis, one per data axis; index 0 (batch) is 1")
+    space_batch.add_argument("--crops-begin", metavar="C0,C1,...",
+                             help="batch_to_space: elements cropped from the start of each axis (0 for batch)")
+    space_batch.add_argument("--crops-end", metavar="C0,C1,...",
+                             help="batch_to_space: elements cropped from the end of each axis (0 for batch)")
+    space_batch.add_argument("--pads-begin", metavar="P0,P1,...",
+                             help="space_to_batch: zeros added at the start of each axis (0 for batch)")
+    space_batch.add_argument("--pads-end", metavar="P0,P1,...",
+                             help="space_to_batch: zeros added at the end of each axis (0 for batch)")
+    depth = parent.add_argument_group("space_to_depth / depth_to_space parameters")
+    depth.add_argument("--mode", metavar="{blocks_first,depth_first}",
+                       help="order of the depth axis: blocks_first (ONNX DCR, TensorFlow) "
+                            "or depth_first (ONNX CRD, PyTorch pixel_shuffle)")
+    depth.add_argument("--block-size", metavar="N", help="block size of every spatial axis (default: 1)")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``datamove`` argument parser, with its ``shape`` and ``run`` commands.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog=PROG,
+        description="BatchToSpace, SpaceToBatch, SpaceToDepth and DepthToSpace, exact to the OpenVINO specs.",
+        epilog=_TOP_EPILOG,
+        formatter_class=formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    params = _params_parser()
+    op_help = ("the operation: batch_to_space, space_to_batch, space_to_depth, depth_to_space "
+               "(or OpenVINO's BatchToSpace, SpaceToBatch, SpaceToDepth, DepthToSpace)")
+
+    shape = commands.add_parser(
+        "shape", parents=[params], formatter_class=formatter, epilog=_SHAPE_EPILOG,
+        help="infer the output shape of an operation (dims may be unknown or intervals)",
+        description="Print the output shape of OP for an input of shape DIMS, as datamove.shapes infers it.",
+    )
+    shape.add_argument("operation", metavar="OP", type=_operation, help=op_help)
+    shape.add_argument("--shape", required=True, metavar="DIMS",
+                       help="the input shape, e.g. 10,2 or '?,4..8,6,6' or '*' (see below)")
+    shape.set_defaults(handler=_shape_command)
+
+    run = commands.add_parser(
+        "run", parents=[params], formatter_class=formatter, epilog=_RUN_EPILOG,
+        help="apply an operation to an array in a .npy file",
+        description="Apply OP to the array in INPUT.npy and save the result to OUTPUT.npy.",
+    )
+    run.add_argument("operation", metavar="OP", type=_operation, help=op_help)
+    run.add_argument("input", metavar="INPUT.npy", help="the data, saved with numpy.save")
+    run.add_argument("output", metavar="OUTPUT.npy", help="where to save the result (overwritten)")
+    run.add_argument("--engine", default="auto", metavar="NAME",
+                     help="engine executing the operation: auto (default), numpy, numba, array_api, triton")
+    run.set_defaults(handler=_run_command)
+    return parser
+
+
+# ----------------------------------------------------------------- commands
+
+
+def _parameters(args: argparse.Namespace, *, required: bool) -> List[Any]:
+    """OP's parameters from ``args``, in the order of its arguments, parsed."""
+    operation = args.operation
+    takes = OPERATIONS[operation]
+    foreign = [p for p in ("mode", "block_size", *_VECTORS) if p not in takes and getattr(args, p) is not None]
+    if foreign:
+        names = ", ".join(_option(p) for p in foreign)
+        verb = "does" if len(foreign) == 1 else "do"
+        raise CommandError(f"{names} {verb} not apply to {operation}, which takes {', '.join(map(_option, takes))}")
+    missing = [p for p in takes if p != "block_size" and (getattr(args, p) or "?").strip() == "?"]
+    if required and missing:
+        raise CommandError(f"{args.command} {operation} needs {', '.join(map(_option, missing))}")
+    values: List[Any] = []
+    for param in takes:
+        text = getattr(args, param)
+        if param == "mode":
+            # validated by the operation, whose message has hints (DCR -> blocks_first)
+            values.append(None if text is None or text.strip() == "?" else text)
+        elif param == "block_size":
+            if text is None:
+                values.append(1)
+            elif text.strip() == "?" and not required:
+                values.append(None)
+            else:
+                values.append(_integer(text.strip(), "--block-size"))
+        else:
+            values.append(parse_vector(text, _option(param)) if text is not None else None)
+    return values
+
+
+def _call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` with datamove's errors turned into CommandError."""
+    try:
+        return function(*args, **kwargs)
+    except (DataMoveError, TypeError) as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _shape_command(args: argparse.Namespace) -> int:
+    data_shape = parse_shape(args.shape)
+    params = _parameters(args, required=False)
+    result = _call(getattr(shapes, args.operation), data_shape, *params)
+    print(format_shape(result))
+    return 0
+
+
+def _has_npy_magic(path: str) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return file.read(6) == b"\x93NUMPY"
+    except OSError:
+        return False
+
+
+def _load(path: str) -> Any:
+    import numpy as np
+
+    try:
+        data = np.load(path, mmap_mode="r", allow_pickle=False)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # a corrupt file can raise almost anything (ValueError, EOFError, SyntaxError)
+        if not _has_npy_magic(path):  # NumPy calls anything but .npy and .npz "pickled data"
+            raise CommandError(f"{path} is not a .npy file (it does not start with NumPy's magic string)") from None
+        if isinstance(exc, ValueError) and ("pickle" in str(exc) or "object" in str(exc).lower()):
+            raise CommandError(
+                f"{path} holds Python objects (object dtype or pickled data), which are not loaded "
+                "(allow_pickle=False)"
+            ) from None
+        raise CommandError(f"{path} is not a readable .npy file: {type(exc).__name__}: {exc}") from None
+    if not isinstance(data, np.ndarray):  # an .npz archive
+        close = getattr(data, "close", None)
+        if close is not None:
+            close()
+        raise CommandError(f"{path} is an .npz archive, not a .npy file")
+    return data
+
+
+def _save(path: str, array: Any) -> None:
+    import numpy as np
+
+    try:
+        with open(path, "wb") as file:  # not np.save(path): it would append ".npy" to other names
+            try:
+                np.save(file, array, allow_pickle=False)
+            except BaseException:
+                file.close()
+                os.remove(path)  # no partial file left behind
+                raise
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    params = _parameters(args, required=True)
+    data = _load(args.input)
+    operation = getattr(ops, args.operation)
+    try:
+        result = _call(operation, data, *params, engine=args.engine)
+    except MemoryError:
+        raise CommandError(f"not enough memory for the output of {args.operation}") from None
+    summary = (f"{args.operation}: {args.input} {format_shape(data.shape)} {data.dtype} -> "
+               f"{args.output} {format_shape(result.shape)} {result.dtype}")
+    del data  # unmaps the input, which may be the file about to be overwritten
+    _save(args.output, result)
+    print(summary)
+    return 0
+
+
+# ----------------------------------------------------------------- entry point
+
+
+def _one_line(message: str) -> str:
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``datamove`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after the program name; ``sys.argv[1:]`` when None.
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 on any error (one line on stderr).
+
+    Examples
+    --------
+    >>> main(["shape", "SpaceToDepth", "--shape", "5,7,4,6", "--mode", "blocks_first", "--block-size", "2"])
+    [5, 28, 2, 3]
+    0
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors: argparse already printed
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    try:
+        return args.handler(args)
+    except CommandError as exc:
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
