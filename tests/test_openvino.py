@@ -19,7 +19,6 @@ Parameters, and many cases go through one compiled model.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import random
 import warnings
@@ -30,22 +29,12 @@ import pytest
 
 ov = pytest.importorskip("openvino", reason="OpenVINO is not installed: the differential tests need its CPU plugin")
 
+from openvino_opset import opset  # noqa: E402
+
 import datamove as dm  # noqa: E402
 import reference as ref  # noqa: E402
 
 
-def _import_opset() -> Any:
-    # The opset modules moved from openvino.runtime to openvino in 2025; the four
-    # operations are the same in every opset since opset2.
-    for name in ("openvino.opset15", "openvino.opset13", "openvino.runtime.opset13", "openvino.runtime.opset8"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    pytest.skip("no OpenVINO opset module with BatchToSpace-2 found", allow_module_level=True)
-
-
-opset = _import_opset()
 
 # ------------------------------------------------------------------ the cases
 

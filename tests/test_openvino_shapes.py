@@ -19,7 +19,6 @@ copied:
 
 from __future__ import annotations
 
-import importlib
 import math
 import random
 from collections import Counter
@@ -30,21 +29,12 @@ import pytest
 
 ov = pytest.importorskip("openvino", reason="OpenVINO is not installed: these tests compare with its shape inference")
 
+from openvino_opset import opset  # noqa: E402
+
 from datamove import DataMoveError, Dim, shapes  # noqa: E402
 from datamove.dims import INT64_MAX  # noqa: E402
 
 
-def _import_opset() -> Any:
-    # The opset modules moved from openvino.runtime to openvino in 2025.
-    for name in ("openvino.opset15", "openvino.opset13", "openvino.runtime.opset13", "openvino.runtime.opset8"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    pytest.skip("no OpenVINO opset module with BatchToSpace-2 found", allow_module_level=True)
-
-
-opset = _import_opset()
 
 SEED = 20260401
 MODES = ("blocks_first", "depth_first")
