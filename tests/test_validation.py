@@ -98,7 +98,7 @@ DEPTH_RULES = [
     ("space_to_depth", X4, 0, 2, TypeError, "mode must be a string"),
     ("depth_to_space", X4, None, 2, TypeError, "mode is required"),
     ("space_to_depth", X4, "blocks_first", 2**63, DataMoveError, "block_size = 9223372036854775808 does not fit in int64"),
-    ("depth_to_space", np.zeros((1, 0, 3, 3)), "blocks_first", 2**62, DataMoveError, r"data.shape\[2\] \* block_size = .* does not fit in int64"),
+    ("depth_to_space", np.zeros((1, 0, 3)), "blocks_first", 2**62, DataMoveError, r"data.shape\[2\] \* block_size = .* does not fit in int64"),
 ]
 
 

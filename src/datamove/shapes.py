@@ -75,7 +75,7 @@ def _data_shape(data_shape: object, minimum_rank: int, op: str) -> Optional[Tupl
 
 
 def _check_lengths(rank: Optional[int], **vectors: Optional[Tuple[int, ...]]) -> None:
-    """Each known vector has one entry per data axis (or, rank unknown, they agree)."""
+    """Each known vector has one entry per data axis (or, rank unknown, they agree and allow rank >= 2)."""
     known = {name: v for name, v in vectors.items() if v is not None}
     if rank is not None:
         for name, v in known.items():
@@ -86,6 +86,12 @@ def _check_lengths(rank: Optional[int], **vectors: Optional[Tuple[int, ...]]) ->
     elif len({len(v) for v in known.values()}) > 1:
         lengths = ", ".join(f"len({n}) = {len(v)}" for n, v in known.items())
         raise DataMoveError(f"{', '.join(known)} must have the same length, got {lengths}")
+    else:
+        for name, v in known.items():
+            if len(v) < 2:
+                raise DataMoveError(
+                    f"len({name}) = {len(v)} would make the data rank {len(v)}, but the data must have rank >= 2"
+                )
 
 
 def _check_block_shape(block_shape: Optional[Tuple[int, ...]]) -> None:
@@ -298,6 +304,9 @@ def _depth_common(op, data_shape, mode, block_size):
     size = int_scalar(block_size, "block_size")
     if size is not None and size < 1:
         raise DataMoveError(f"block_size must be >= 1, got {size}")
+    if size is not None and shape is not None and size ** (len(shape) - 2) > INT64_MAX:
+        spatial = len(shape) - 2
+        raise DataMoveError(f"block_size ** {spatial} = {size**spatial} does not fit in int64 (block_size = {size})")
     return shape, {"mode": mode, "block_size": size}
 
 
