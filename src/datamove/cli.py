@@ -25,7 +25,7 @@ import sys
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from . import __version__, ops, shapes
-from .dims import Dim, DimLike, format_dim
+from .dims import Dim, DimLike, format_shape
 from .errors import DataMoveError
 
 __all__ = ["main", "build_parser", "parse_shape", "parse_vector", "format_shape"]
@@ -185,19 +185,6 @@ def parse_vector(text: str, what: str) -> Optional[Tuple[int, ...]]:
     if not body:
         return ()
     return tuple(_integer(item.strip(), f"{what}[{i}]") for i, item in enumerate(body.split(",")))
-
-
-def format_shape(shape: Shape) -> str:
-    """A shape in the command-line notation; ``[...]`` for an unknown rank.
-
-    Examples
-    --------
-    >>> format_shape((2, 8)), format_shape((Dim(4, None),)), format_shape(None)
-    ('[2, 8]', '[4..]', '[...]')
-    """
-    if shape is None:
-        return "[...]"
-    return "[" + ", ".join(format_dim(d) for d in shape) + "]"
 
 
 def _operation(text: str) -> str:

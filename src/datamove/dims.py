@@ -18,7 +18,7 @@ from typing import Optional, Tuple, Union
 
 from .errors import DataMoveError
 
-__all__ = ["Dim", "DimLike", "INT64_MAX", "Interval", "as_interval", "to_dim", "format_dim"]
+__all__ = ["Dim", "DimLike", "INT64_MAX", "Interval", "as_interval", "to_dim", "format_dim", "format_shape"]
 
 #: Largest value a dimension, a block product or a parameter may take (OpenVINO's int64).
 INT64_MAX = 2**63 - 1
@@ -136,3 +136,14 @@ def format_dim(dim: object) -> str:
     if isinstance(dim, tuple):
         return format_dim(to_dim(dim))
     return str(dim)
+
+
+def format_shape(shape: object) -> str:
+    """A shape (dims or ``(lo, hi)`` pairs) in the command-line notation; ``[...]`` for an unknown rank.
+
+    >>> format_shape((2, 8)), format_shape((Dim(4, None), (0, None))), format_shape(None)
+    ('[2, 8]', '[4.., ?]', '[...]')
+    """
+    if shape is None:
+        return "[...]"
+    return "[" + ", ".join(format_dim(d) for d in shape) + "]"  # type: ignore[union-attr]

@@ -6,7 +6,7 @@ leaves a partial write in ``out``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 

@@ -21,9 +21,9 @@ the normalised parameters, so every rule and message lives here.
 from __future__ import annotations
 
 import math
-from typing import Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
-from .dims import INT64_MAX, Dim, DimLike, Interval, as_interval, format_dim, to_dim
+from .dims import INT64_MAX, Dim, DimLike, Interval, as_interval, format_dim, format_shape, to_dim
 from .errors import DataMoveError
 from .params import int_scalar, int_vector, mode_arg
 
@@ -50,10 +50,6 @@ def _fmt(interval: Interval) -> str:
     return format_dim(interval)
 
 
-def _fmt_shape(shape: Sequence[Interval]) -> str:
-    return "[" + ", ".join(_fmt(d) for d in shape) + "]"
-
-
 def _data_shape(data_shape: object, minimum_rank: int, op: str) -> Optional[Tuple[Interval, ...]]:
     if data_shape is None:
         return None
@@ -69,7 +65,7 @@ def _data_shape(data_shape: object, minimum_rank: int, op: str) -> Optional[Tupl
     if len(shape) < minimum_rank:
         raise DataMoveError(
             f"{op}: data must have rank >= {minimum_rank}, got rank {len(shape)} "
-            f"(data.shape = {_fmt_shape(shape)})"
+            f"(data.shape = {format_shape(shape)})"
         )
     return shape
 
