@@ -5,7 +5,9 @@ Two commands, each taking the operation's name and its parameters as options:
 - ``datamove shape OP --shape DIMS [params]`` prints the output shape
   inferred by :mod:`datamove.shapes` (dims may be unknown or intervals);
 - ``datamove run OP INPUT.npy OUTPUT.npy [params]`` applies the operation to
-  an array saved with :func:`numpy.save` and saves the result.
+  an array saved with :func:`numpy.save` and saves the result;
+- ``datamove check MODEL.xml`` and ``datamove run MODEL.xml -i NAME=FILE.npy
+  -o OUT.npz`` check and run an OpenVINO IR (:mod:`datamove.ir.commands`).
 
 Every error prints one line, ``datamove: error: ...``, on stderr and exits
 with status 2. This module is not imported by ``import datamove``.
@@ -214,6 +216,8 @@ _TOP_EPILOG = """\
 examples:
   datamove shape batch_to_space --shape 10,2 --block-shape 1,5 --crops-begin 0,2 --crops-end 0,0
   datamove run depth_to_space input.npy output.npy --mode depth_first --block-size 2
+  datamove check examples/ir/batch_to_space_2d.xml
+  datamove run examples/ir/space_to_depth.xml -i data=image.npy -o out.npz
 
 Errors print one line, "datamove: error: ...", and exit with status 2.
 """
@@ -311,8 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run", parents=[params], formatter_class=formatter, epilog=_RUN_EPILOG,
-        help="apply an operation to an array in a .npy file",
-        description="Apply OP to the array in INPUT.npy and save the result to OUTPUT.npy.",
+        help="apply an operation to an array in a .npy file (or run an IR model: run MODEL.xml --help)",
+        description="Apply OP to the array in INPUT.npy and save the result to OUTPUT.npy. "
+                    "(datamove run MODEL.xml -i NAME=FILE.npy -o OUT.npz runs an OpenVINO IR model instead.)",
     )
     run.add_argument("operation", metavar="OP", type=_operation, help=op_help)
     run.add_argument("input", metavar="INPUT.npy", help="the data, saved with numpy.save")
@@ -320,6 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", default="auto", metavar="NAME",
                      help="engine executing the operation: auto (default), numpy, numba, array_api, triton")
     run.set_defaults(handler=_run_command)
+
+    from .ir import commands as ir_commands  # datamove check, and datamove run MODEL.xml
+
+    ir_commands.add_check_parser(commands, _Parser)
     return parser
 
 
@@ -453,7 +462,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Returns
     -------
     int
-        The exit status: 0 on success, 2 on any error (one line on stderr).
+        The exit status: 0 on success, 2 on any error (one line on stderr);
+        ``check`` exits 1 when the model's recorded shapes disagree.
 
     Examples
     --------
@@ -462,6 +472,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     0
     """
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from .ir import commands as ir_commands
+
+    if ir_commands.is_model_run(argv):
+        parser, argv = ir_commands.build_run_parser(PROG, _Parser), argv[1:]
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors: argparse already printed

@@ -1,0 +1,566 @@
+"""An OpenVINO IR model as datamove reads it: layers, ports, edges; ``check`` and ``run``.
+
+:func:`datamove.ir.read_model` builds a :class:`Model`. :meth:`Model.check`
+infers every output shape with :mod:`datamove.shapes` and lists where the IR's
+recorded dims disagree; :meth:`Model.run` executes graphs of ``Parameter``,
+``Const``, ``Convert``, the four operations and ``Result`` with the core ops.
+
+How recorded dims compare. OpenVINO writes an interval or unknown dim of a
+port as ``-1`` (only a ``Parameter``'s ``shape`` attribute keeps its bounds,
+e.g. ``?,1..10,..5,2..``) and writes no ``<dim>`` at all for an unknown rank.
+So a recorded dim agrees with an inferred one when both are the same static
+size, or the recorded one is ``-1`` and the inferred one is not static; a port
+with no dims agrees with an unknown rank. A hand-written interval in a
+``<dim>`` must equal the inferred interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from ..dims import Dim, DimLike, format_shape
+from ..errors import DataMoveError
+
+__all__ = ["Model", "Layer", "Port", "CheckReport", "Mismatch", "ELEMENT_TYPES", "RUNNABLE_TYPES"]
+
+Shape = Optional[Tuple[DimLike, ...]]
+
+#: OpenVINO element types: NumPy dtype (None: datamove cannot hold it) and bits per element
+#: (None: no fixed size, so a Const's size is only bounds-checked).
+ELEMENT_TYPES: Dict[str, Tuple[Optional[str], Optional[int]]] = {
+    "boolean": ("bool", 8),
+    "bf16": ("bfloat16", 16),
+    "f16": ("<f2", 16),
+    "f32": ("<f4", 32),
+    "f64": ("<f8", 64),
+    "i8": ("i1", 8),
+    "i16": ("<i2", 16),
+    "i32": ("<i4", 32),
+    "i64": ("<i8", 64),
+    "u8": ("u1", 8),
+    "u16": ("<u2", 16),
+    "u32": ("<u4", 32),
+    "u64": ("<u8", 64),
+    "u1": (None, 1),
+    "u4": (None, 4),
+    "i4": (None, 4),
+    "nf4": (None, 4),
+    "f4e2m1": (None, 4),
+    "f8e4m3": (None, 8),
+    "f8e5m2": (None, 8),
+    "f8e8m0": (None, 8),
+    "u2": (None, None),
+    "u3": (None, None),
+    "u6": (None, None),
+    "string": (None, None),
+    "dynamic": (None, None),
+    "undefined": (None, None),
+}
+
+#: The layer types :meth:`Model.run` executes (and :meth:`Model.check` infers).
+RUNNABLE_TYPES = ("Parameter", "Const", "Convert", "BatchToSpace", "SpaceToBatch", "SpaceToDepth", "DepthToSpace",
+                  "Result")
+_OPERATIONS = {"BatchToSpace": "batch_to_space", "SpaceToBatch": "space_to_batch",
+               "SpaceToDepth": "space_to_depth", "DepthToSpace": "depth_to_space"}
+#: Constant parameters larger than this are not read for shape inference (no rank is that large).
+MAX_FOLDED_ELEMENTS = 4096
+#: Const data at least this large is memory-mapped rather than read.
+MEMMAP_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Port:
+    """A port of a layer: its id, recorded dims (None: no ``<dim>``), precision and tensor names."""
+
+    id: int
+    shape: Shape
+    precision: Optional[str] = None
+    names: Tuple[str, ...] = ()
+
+
+@dataclass(eq=False)
+class Layer:
+    """A ``<layer>``: id, name, type, opset version, ``<data>`` attributes, ports.
+
+    ``shape`` is the ``shape`` attribute of a ``Parameter`` or ``Const``
+    (intervals kept); ``offset``/``size`` locate a ``Const``'s bytes in the ``.bin``.
+    """
+
+    id: int
+    name: str
+    type: str
+    version: str
+    attributes: Dict[str, str]
+    inputs: Tuple[Port, ...]
+    outputs: Tuple[Port, ...]
+    xml_attributes: Dict[str, str] = field(default_factory=dict)
+    shape: Shape = None
+    offset: int = -1
+    size: int = -1
+
+    def describe(self) -> str:
+        """``layer 4 'b2s' (BatchToSpace)``: how messages name a layer."""
+        return f"layer {self.id} {self.name!r} ({self.type})"
+
+    def input_index(self, port_id: int) -> Optional[int]:
+        return next((i for i, port in enumerate(self.inputs) if port.id == port_id), None)
+
+    def output_index(self, port_id: int) -> Optional[int]:
+        return next((i for i, port in enumerate(self.outputs) if port.id == port_id), None)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A port whose recorded dims disagree with the inferred shape."""
+
+    layer: str
+    port: int
+    direction: str
+    recorded: Shape
+    inferred: Shape
+
+    def __str__(self) -> str:
+        recorded = "no dims" if self.recorded is None else format_shape(self.recorded)
+        return (f"{self.layer} {self.direction} port {self.port}: recorded {recorded}, "
+                f"inferred {format_shape(self.inferred)}")
+
+
+@dataclass
+class CheckReport:
+    """What :meth:`Model.check` found.
+
+    Attributes
+    ----------
+    ok : bool
+        True when every recorded shape agrees and every layer is valid.
+    mismatches : list of Mismatch
+        Ports whose recorded dims disagree with the inferred shape.
+    invalid : list of str
+        Layers that break a rule of their operation (the rule's message).
+    opaque : list of str
+        Layers of other types, whose recorded output shapes were trusted.
+    checked : int
+        Layers whose output shapes were inferred.
+    """
+
+    model: str
+    layers: int
+    checked: int
+    mismatches: List[Mismatch] = field(default_factory=list)
+    invalid: List[str] = field(default_factory=list)
+    opaque: List[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and not self.invalid
+
+    def __str__(self) -> str:
+        lines = [f"{self.model}: {self.layers} layers, {self.checked} inferred, {len(self.opaque)} opaque"
+                 + (f" ({', '.join(self.opaque[:10])}{', ...' if len(self.opaque) > 10 else ''})"
+                    if self.opaque else "")]
+        lines += [f"invalid: {message}" for message in self.invalid]
+        lines += [f"mismatch: {mismatch}" for mismatch in self.mismatches]
+        if self.ok:
+            lines.append("OK: every recorded shape agrees with the inferred one")
+        else:
+            lines.append(f"FAILED: {len(self.mismatches)} mismatch(es), {len(self.invalid)} invalid layer(s)")
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def numpy_dtype(element_type: str, where: str) -> np.dtype:
+    """The NumPy dtype of an OpenVINO element type (bf16 through ml_dtypes); unsupported ones raise."""
+    name = ELEMENT_TYPES.get(element_type, (None, None))[0]
+    if name is None:
+        raise DataMoveError(f"{where}: element_type {element_type!r} is not supported by datamove.ir")
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise DataMoveError(f"{where}: element_type bf16 needs the ml_dtypes package, which is not installed") \
+                from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _dim_agrees(recorded: DimLike, inferred: DimLike) -> bool:
+    static = isinstance(inferred, int) or (isinstance(inferred, Dim) and inferred.is_static)
+    if recorded is None:
+        return not static
+    if isinstance(recorded, Dim):
+        return recorded == inferred if inferred is not None else recorded == Dim(0, None)
+    return static and inferred == recorded
+
+
+def shapes_agree(recorded: Shape, inferred: Shape) -> bool:
+    """Do a port's recorded dims (None: no ``<dim>``) fit the inferred shape, as OpenVINO serialises it?
+
+    >>> shapes_agree((2, None), (2, Dim(1, 10))), shapes_agree((2, 8), (2, Dim(1, 10))), shapes_agree(None, None)
+    (True, False, True)
+    """
+    if recorded is None:
+        return inferred is None or inferred == ()
+    if inferred is None:
+        return False
+    return len(recorded) == len(inferred) and all(map(_dim_agrees, recorded, inferred))
+
+
+def convert_exactly(value: np.ndarray, dtype: np.dtype, where: str) -> np.ndarray:
+    """``value.astype(dtype)`` when every value survives; otherwise DataMoveError.
+
+    OpenVINO's plugins differ on rounding and saturation of inexact conversions,
+    so datamove only performs exact ones (and any conversion to boolean: non-zero is true).
+
+    >>> convert_exactly(np.array([1, 2], np.int32), np.dtype(np.int64), "x")
+    array([1, 2])
+    """
+    if dtype == np.bool_:
+        return value != 0 if value.dtype != np.bool_ else value.copy()
+    with np.errstate(all="ignore"):
+        converted = value.astype(dtype)
+        back = converted.astype(value.dtype)
+    same = back == value
+    if value.dtype.kind in "fc" or value.dtype.name == "bfloat16":
+        nan = np.isnan(value.astype(np.float64)) if value.dtype.name == "bfloat16" else np.isnan(value)
+        same |= nan & (converted.dtype.kind in "fc" or converted.dtype.name == "bfloat16")
+    if not np.all(same):
+        index = tuple(int(i) for i in np.argwhere(~np.asarray(same))[0])
+        raise DataMoveError(
+            f"{where}: converting {value.dtype} to {dtype} is not exact for the value {value[index]!r} at {index} "
+            "(datamove runs only exact conversions: OpenVINO's plugins differ on rounding and saturation)"
+        )
+    return converted
+
+
+# ----------------------------------------------------------------- model
+
+
+class Model:
+    """An OpenVINO IR model read by :func:`datamove.ir.read_model`.
+
+    Attributes
+    ----------
+    name : str
+    version : int
+        The IR version, 10 or 11.
+    layers : list of Layer
+        In an order where every layer comes after the layers it reads.
+    sources : dict
+        ``(layer id, input port id) -> (layer id, output port id)``: the edges.
+    """
+
+    def __init__(self, name: str, version: int, layers: List[Layer],
+                 sources: Dict[Tuple[int, int], Tuple[int, int]], xml_path: str, bin_path: str,
+                 bin_size: Optional[int]) -> None:
+        self.name = name
+        self.version = version
+        self.layers = layers
+        self.sources = sources
+        self.xml_path = xml_path
+        self.bin_path = bin_path
+        self.bin_size = bin_size
+        self._by_id = {layer.id: layer for layer in layers}
+
+    def __repr__(self) -> str:
+        return f"<datamove.ir.Model {self.name!r} from {self.xml_path!r}: {len(self.layers)} layers>"
+
+    def layer(self, layer_id: int) -> Layer:
+        """The layer with this id."""
+        return self._by_id[layer_id]
+
+    @property
+    def parameters(self) -> List[Layer]:
+        """The ``Parameter`` layers, in file order."""
+        return sorted((layer for layer in self.layers if layer.type == "Parameter"), key=lambda l: l.id)
+
+    @property
+    def results(self) -> List[Layer]:
+        """The ``Result`` layers, in file order."""
+        return sorted((layer for layer in self.layers if layer.type == "Result"), key=lambda l: l.id)
+
+    def _source(self, layer: Layer, index: int) -> Tuple[Layer, int]:
+        """The layer and output index feeding input ``index`` of ``layer``."""
+        from_layer, from_port = self.sources[(layer.id, layer.inputs[index].id)]
+        source = self._by_id[from_layer]
+        return source, source.output_index(from_port)  # type: ignore[return-value]
+
+    # ------------------------------------------------------------- constants
+
+    def const_value(self, layer: Layer) -> np.ndarray:
+        """The data of a ``Const`` layer, read from the ``.bin`` (exactly its ``size`` bytes at ``offset``).
+
+        bf16 without ml_dtypes comes back as its raw bits (``uint16``); running it then raises.
+        """
+        where = layer.describe()
+        if layer.type != "Const":
+            raise DataMoveError(f"{where} is not a Const")
+        element_type = layer.attributes["element_type"]
+        try:
+            dtype = numpy_dtype(element_type, where)
+        except DataMoveError:
+            if element_type != "bf16":
+                raise
+            dtype = np.dtype("<u2")
+        shape = tuple(int(d) for d in layer.shape or ())  # type: ignore[arg-type]
+        try:
+            with open(self.bin_path, "rb") as file:
+                file.seek(0, 2)
+                if file.tell() != self.bin_size:
+                    raise DataMoveError(f"{where}: {self.bin_path} changed size since the model was read")
+                if layer.size >= MEMMAP_BYTES and dtype != np.bool_:
+                    return np.memmap(file, dtype=dtype, mode="r", offset=layer.offset, shape=shape)
+                file.seek(layer.offset)
+                data = file.read(layer.size)
+        except OSError as exc:
+            raise DataMoveError(f"{where}: cannot read {self.bin_path}: {exc.strerror or exc}") from None
+        if len(data) != layer.size:
+            raise DataMoveError(f"{where}: read {len(data)} of {layer.size} bytes from {self.bin_path}")
+        if dtype == np.bool_:
+            return (np.frombuffer(data, np.uint8) != 0).reshape(shape)
+        return np.frombuffer(data, dtype).reshape(shape)
+
+    def _folded_value(self, layer: Layer, index: int, memo: Dict[int, Optional[np.ndarray]]) -> Optional[np.ndarray]:
+        """The constant value on input ``index`` (a Const, possibly through Converts), or None if not constant."""
+        source, _ = self._source(layer, index)
+        if source.id in memo:
+            return memo[source.id]
+        value: Optional[np.ndarray] = None
+        if source.type == "Const" and source.attributes["element_type"] in ELEMENT_TYPES:
+            count = math.prod(int(d) for d in source.shape or ())  # type: ignore[arg-type]
+            if count <= MAX_FOLDED_ELEMENTS and ELEMENT_TYPES[source.attributes["element_type"]][0] not in (
+                    None, "bfloat16"):
+                value = self.const_value(source)
+        elif source.type == "Convert":
+            inner = self._folded_value(source, 0, memo)
+            if inner is not None:
+                try:
+                    dtype = numpy_dtype(source.attributes["destination_type"], source.describe())
+                    value = convert_exactly(inner, dtype, source.describe())
+                except DataMoveError:
+                    value = None
+        memo[source.id] = value
+        return value
+
+    # ------------------------------------------------------------- check
+
+    def check(self) -> CheckReport:
+        """Infer every layer's output shape and compare with the recorded dims.
+
+        Parameter shapes come from their ``shape`` attribute (intervals kept);
+        constant parameters of the operations from ``Const`` layers (through
+        ``Convert``); any other parameter is unknown. Layers of other types
+        are opaque: their recorded output dims are trusted and passed on.
+
+        Returns
+        -------
+        CheckReport
+            ``report.ok`` is True when everything agrees; ``str(report)`` is readable.
+
+        Examples
+        --------
+        >>> from datamove.ir import read_model
+        >>> report = read_model("examples/ir/batch_to_space_5d.xml").check()
+        >>> report.ok, report.checked, report.opaque
+        (True, 6, [])
+        """
+        from .. import shapes
+
+        report = CheckReport(model=f"model {self.name!r} ({self.xml_path})", layers=len(self.layers), checked=0)
+        inferred: Dict[Tuple[int, int], Shape] = {}
+        memo: Dict[int, Optional[np.ndarray]] = {}
+
+        def compare(layer: Layer, port: Port, direction: str, shape: Shape) -> None:
+            if not shapes_agree(port.shape, shape):
+                report.mismatches.append(Mismatch(layer.describe(), port.id, direction, port.shape, shape))
+
+        for layer in self.layers:
+            in_shapes = []
+            for index, port in enumerate(layer.inputs):
+                source, out_index = self._source(layer, index)
+                shape = inferred[(source.id, source.outputs[out_index].id)]
+                in_shapes.append(shape)
+                compare(layer, port, "input", shape)
+            outputs: List[Shape]
+            if layer.type in ("Parameter", "Const"):
+                outputs = [layer.shape]
+            elif layer.type == "Convert":
+                outputs = [in_shapes[0]]
+            elif layer.type == "Result":
+                outputs = []
+            elif layer.type in _OPERATIONS:
+                function = getattr(shapes, _OPERATIONS[layer.type])
+                if layer.type in ("BatchToSpace", "SpaceToBatch"):
+                    params: List[Any] = [self._folded_value(layer, i, memo) for i in (1, 2, 3)]
+                else:
+                    params = [layer.attributes["mode"], int(layer.attributes.get("block_size", "1"))]
+                try:
+                    outputs = [function(in_shapes[0], *params)]
+                except (DataMoveError, TypeError) as exc:
+                    report.invalid.append(f"{layer.describe()}: {exc}")
+                    outputs = [port.shape for port in layer.outputs]
+            else:
+                report.opaque.append(layer.describe())
+                outputs = [port.shape for port in layer.outputs]
+                for port, shape in zip(layer.outputs, outputs):
+                    inferred[(layer.id, port.id)] = shape
+                continue
+            report.checked += 1
+            for port, shape in zip(layer.outputs, outputs):
+                inferred[(layer.id, port.id)] = shape
+                compare(layer, port, "output", shape)
+        return report
+
+    # ------------------------------------------------------------- run
+
+    def input_names(self) -> Dict[str, Layer]:
+        """Names accepted by :meth:`run` for each Parameter: its friendly name, then its tensor names."""
+        names: Dict[str, Layer] = {}
+        for layer in self.parameters:
+            names.setdefault(layer.name, layer)
+        for layer in self.parameters:
+            for name in layer.outputs[0].names:
+                names.setdefault(name, layer)
+        return names
+
+    def output_names(self) -> Dict[str, Layer]:
+        """The name :meth:`run` gives each Result's array.
+
+        As OpenVINO names a model's outputs: the Result's ``output_names``
+        attribute if it has one (IR v11 from OpenVINO 2025 on), else the
+        first tensor name of the port feeding it, else the Result's own name.
+        A name already taken falls back to the Result's own name.
+        """
+        from .reader import _split_names
+
+        names: Dict[str, Layer] = {}
+        for layer in self.results:
+            candidates = list(_split_names(layer.xml_attributes.get("output_names")))
+            source, index = self._source(layer, 0)
+            candidates += list(source.outputs[index].names)
+            name = next((n for n in candidates), layer.name)
+            if name in names:
+                name = layer.name
+            if name in names:
+                name = f"{layer.name}:{layer.id}"
+            names[name] = layer
+        return names
+
+    def run(self, inputs: Mapping[str, Any], *, engine: str = "auto") -> Dict[str, np.ndarray]:
+        """Execute the model with the core operations.
+
+        Parameters
+        ----------
+        inputs : mapping of str to array
+            One array per ``Parameter``, by its name (friendly name or tensor
+            name); its dtype must be the Parameter's element type and its shape
+            must fit the Parameter's (possibly dynamic) shape.
+        engine : str
+            Passed to the operations.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            One array per ``Result``, named as :meth:`output_names` says.
+
+        Raises
+        ------
+        DataMoveError
+            A layer type other than Parameter, Const, Convert, Result and the
+            four operations; a missing, unknown or ill-fitting input; an
+            invalid layer (the operation's rule, naming the layer).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from datamove.ir import read_model
+        >>> model = read_model("examples/ir/space_to_depth.xml")
+        >>> x = np.arange(5 * 7 * 4 * 6, dtype=np.float32).reshape(5, 7, 4, 6)
+        >>> {name: y.shape for name, y in model.run({"data": x}).items()}
+        {'output': (5, 28, 2, 3)}
+        """
+        from .. import ops
+
+        unsupported = [layer.describe() for layer in self.layers if layer.type not in RUNNABLE_TYPES]
+        if unsupported:
+            raise DataMoveError(
+                f"cannot run {unsupported[0]}{f' (and {len(unsupported) - 1} more)' if len(unsupported) > 1 else ''}"
+                f": datamove runs only {', '.join(RUNNABLE_TYPES)}"
+            )
+        if not isinstance(inputs, Mapping):
+            raise TypeError(f"inputs must be a mapping of Parameter names to arrays, got {type(inputs).__name__}")
+        accepted = self.input_names()
+        given: Dict[int, np.ndarray] = {}
+        for key, value in inputs.items():
+            if key not in accepted:
+                raise DataMoveError(f"input {key!r} is not a Parameter of the model; its inputs are "
+                                    f"{', '.join(repr(layer.name) for layer in self.parameters)}")
+            layer = accepted[key]
+            if layer.id in given:
+                raise DataMoveError(f"input {key!r} names {layer.describe()}, which was given already")
+            given[layer.id] = self._checked_input(layer, key, value)
+        missing = [layer.name for layer in self.parameters if layer.id not in given]
+        if missing:
+            raise DataMoveError(f"missing input(s) {', '.join(map(repr, missing))}: every Parameter needs an array")
+
+        values: Dict[Tuple[int, int], np.ndarray] = {}
+        outputs: Dict[int, np.ndarray] = {}
+        for layer in self.layers:
+            where = layer.describe()
+            arguments = []
+            for index in range(len(layer.inputs)):
+                source, out_index = self._source(layer, index)
+                arguments.append(values[(source.id, source.outputs[out_index].id)])
+            if layer.type == "Parameter":
+                result = given[layer.id]
+            elif layer.type == "Const":
+                result = self.const_value(layer)
+                numpy_dtype(layer.attributes["element_type"], where)  # bf16 without ml_dtypes: raise here
+            elif layer.type == "Convert":
+                result = convert_exactly(arguments[0], numpy_dtype(layer.attributes["destination_type"], where),
+                                         where)
+            elif layer.type == "Result":
+                outputs[layer.id] = arguments[0]
+                continue
+            else:
+                operation = getattr(ops, _OPERATIONS[layer.type])
+                if layer.type in ("BatchToSpace", "SpaceToBatch"):
+                    params: List[Any] = arguments[1:]
+                else:
+                    params = [layer.attributes["mode"], int(layer.attributes.get("block_size", "1"))]
+                try:
+                    result = operation(arguments[0], *params, engine=engine)
+                except (DataMoveError, TypeError) as exc:
+                    raise DataMoveError(f"{where}: {exc}") from None
+            values[(layer.id, layer.outputs[0].id)] = result
+        return {name: np.asarray(outputs[layer.id]) for name, layer in self.output_names().items()}
+
+    def _checked_input(self, layer: Layer, key: str, value: Any) -> np.ndarray:
+        where = f"input {key!r} ({layer.describe()})"
+        if isinstance(value, np.ndarray):
+            array = value
+        else:
+            try:
+                array = np.asarray(value)
+            except Exception as exc:
+                raise TypeError(f"{where} could not be read as an array: {exc}") from None
+        element_type = layer.attributes["element_type"]
+        if element_type not in ("dynamic", "undefined"):
+            dtype = numpy_dtype(element_type, where)
+            if array.dtype != dtype:
+                raise DataMoveError(f"{where} has dtype {array.dtype}, but the Parameter's element_type is "
+                                    f"{element_type} ({dtype})")
+        shape = layer.shape
+        if shape is not None:
+            fits = len(shape) == array.ndim and all(
+                d is None or (d == n if isinstance(d, int) else d.lo <= n and (d.hi is None or n <= d.hi))
+                for d, n in zip(shape, array.shape))
+            if not fits:
+                raise DataMoveError(f"{where} has shape {format_shape(array.shape)}, which does not fit the "
+                                    f"Parameter's shape {format_shape(shape)}")
+        return array
