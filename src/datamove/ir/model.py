@@ -145,6 +145,9 @@ class CheckReport:
         Layers of other types, whose recorded output shapes were trusted.
     checked : int
         Layers whose output shapes were inferred.
+    inferred : dict
+        ``(layer id, output port id) -> shape``: every output's shape as
+        inferred (opaque layers: as recorded).
     """
 
     model: str
@@ -153,6 +156,7 @@ class CheckReport:
     mismatches: List[Mismatch] = field(default_factory=list)
     invalid: List[str] = field(default_factory=list)
     opaque: List[str] = field(default_factory=list)
+    inferred: Dict[Tuple[int, int], Shape] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -372,7 +376,7 @@ class Model:
         from .. import shapes
 
         report = CheckReport(model=f"model {self.name!r} ({self.xml_path})", layers=len(self.layers), checked=0)
-        inferred: Dict[Tuple[int, int], Shape] = {}
+        inferred = report.inferred
         memo: Dict[int, Optional[np.ndarray]] = {}
 
         def compare(layer: Layer, port: Port, direction: str, shape: Shape) -> None:
