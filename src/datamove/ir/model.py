@@ -68,6 +68,8 @@ _OPERATIONS = {"BatchToSpace": "batch_to_space", "SpaceToBatch": "space_to_batch
                "SpaceToDepth": "space_to_depth", "DepthToSpace": "depth_to_space"}
 #: Constant parameters larger than this are not read for shape inference (no rank is that large).
 MAX_FOLDED_ELEMENTS = 4096
+#: Longest chain of Converts followed back to a Const for shape inference.
+MAX_FOLDED_CONVERTS = 64
 #: Const data at least this large is memory-mapped rather than read.
 MEMMAP_BYTES = 1 << 20
 
@@ -332,23 +334,28 @@ class Model:
     def _folded_value(self, layer: Layer, index: int, memo: Dict[int, Optional[np.ndarray]]) -> Optional[np.ndarray]:
         """The constant value on input ``index`` (a Const, possibly through Converts), or None if not constant."""
         source, _ = self._source(layer, index)
+        converts: List[Layer] = []
+        while source.type == "Convert" and source.id not in memo and len(converts) < MAX_FOLDED_CONVERTS:
+            converts.append(source)
+            source, _ = self._source(source, 0)
         if source.id in memo:
-            return memo[source.id]
-        value: Optional[np.ndarray] = None
-        if source.type == "Const" and source.attributes["element_type"] in ELEMENT_TYPES:
-            count = math.prod(int(d) for d in source.shape or ())  # type: ignore[arg-type]
-            if count <= MAX_FOLDED_ELEMENTS and ELEMENT_TYPES[source.attributes["element_type"]][0] not in (
-                    None, "bfloat16"):
-                value = self.const_value(source)
-        elif source.type == "Convert":
-            inner = self._folded_value(source, 0, memo)
-            if inner is not None:
+            value = memo[source.id]
+        else:
+            value = None
+            element_type = source.attributes.get("element_type")
+            if source.type == "Const" and ELEMENT_TYPES.get(element_type, (None,))[0] not in (None, "bfloat16"):
+                count = math.prod(int(d) for d in source.shape or ())  # type: ignore[arg-type]
+                if count <= MAX_FOLDED_ELEMENTS:
+                    value = self.const_value(source)
+            memo[source.id] = value
+        for convert in reversed(converts):
+            if value is not None:
                 try:
-                    dtype = numpy_dtype(source.attributes["destination_type"], source.describe())
-                    value = convert_exactly(inner, dtype, source.describe())
+                    dtype = numpy_dtype(convert.attributes["destination_type"], convert.describe())
+                    value = convert_exactly(value, dtype, convert.describe())
                 except DataMoveError:
                     value = None
-        memo[source.id] = value
+            memo[convert.id] = value
         return value
 
     # ------------------------------------------------------------- check
@@ -455,7 +462,8 @@ class Model:
             names[name] = layer
         return names
 
-    def run(self, inputs: Mapping[str, Any], *, engine: str = "auto") -> Dict[str, np.ndarray]:
+    def run(self, inputs: Mapping[str, Any], *, engine: str = "auto",
+            max_bytes: Optional[int] = None) -> Dict[str, np.ndarray]:
         """Execute the model with the core operations.
 
         Parameters
@@ -466,6 +474,10 @@ class Model:
             must fit the Parameter's (possibly dynamic) shape.
         engine : str
             Passed to the operations.
+        max_bytes : int, optional
+            Refuse (before allocating) to compute arrays of more than this
+            many bytes in all: a bound on the memory an untrusted model may
+            take. Default: no bound.
 
         Returns
         -------
@@ -488,7 +500,7 @@ class Model:
         >>> {name: y.shape for name, y in model.run({"data": x}).items()}
         {'output': (5, 28, 2, 3)}
         """
-        from .. import ops
+        from .. import ops, shapes
 
         unsupported = [layer.describe() for layer in self.layers if layer.type not in RUNNABLE_TYPES]
         if unsupported:
@@ -514,6 +526,7 @@ class Model:
 
         values: Dict[Tuple[int, int], np.ndarray] = {}
         outputs: Dict[int, np.ndarray] = {}
+        allocated = 0
         for layer in self.layers:
             where = layer.describe()
             arguments = []
@@ -526,6 +539,11 @@ class Model:
                 result = self.const_value(layer)
                 numpy_dtype(layer.attributes["element_type"], where)  # bf16 without ml_dtypes: raise here
             elif layer.type == "Convert":
+                if max_bytes is not None:
+                    allocated += arguments[0].size * numpy_dtype(layer.attributes["destination_type"], where).itemsize
+                    if allocated > max_bytes:
+                        raise DataMoveError(f"{where}: its output would take the arrays computed past "
+                                            f"max_bytes = {max_bytes}")
                 result = convert_exactly(arguments[0], numpy_dtype(layer.attributes["destination_type"], where),
                                          where)
             elif layer.type == "Result":
@@ -538,6 +556,12 @@ class Model:
                 else:
                     params = [layer.attributes["mode"], int(layer.attributes.get("block_size", "1"))]
                 try:
+                    if max_bytes is not None:
+                        shape = getattr(shapes, _OPERATIONS[layer.type])(arguments[0].shape, *params)
+                        allocated += math.prod(shape) * arguments[0].dtype.itemsize
+                        if allocated > max_bytes:
+                            raise DataMoveError(f"its output {format_shape(shape)} {arguments[0].dtype} would take "
+                                                f"the arrays computed past max_bytes = {max_bytes}")
                     result = operation(arguments[0], *params, engine=engine)
                 except (DataMoveError, TypeError) as exc:
                     raise DataMoveError(f"{where}: {exc}") from None
