@@ -1,7 +1,10 @@
 """Engines execute plans; this module picks one for an array.
 
 ``engine="auto"`` takes the first engine, in the order of :data:`ENGINES`,
-that can take the array. Engines are imported only when chosen.
+that can take the array, except that NumPy arrays of :data:`NUMBA_MIN_BYTES`
+or more go to the compiled ``"numba"`` engine: below that, the strided
+``np.copyto`` costs less than a compiled call. Engines are imported only
+when chosen, and Numba only on the first call that runs a kernel.
 """
 
 from __future__ import annotations
@@ -11,13 +14,17 @@ from typing import Callable, List
 
 from ..errors import DataMoveError
 
-__all__ = ["ENGINES", "select", "engines_for"]
+__all__ = ["ENGINES", "NUMBA_MIN_BYTES", "select", "engines_for"]
 
 #: Every engine name of the design, in the order ``"auto"`` tries them.
 ENGINES = ("numpy", "numba", "array_api", "triton")
 
 # The engines this version provides, by module.
-_MODULES = {"numpy": "numpy_engine"}
+_MODULES = {"numpy": "numpy_engine", "numba": "numba_engine"}
+
+#: Input size from which ``"auto"`` runs NumPy arrays on the Numba engine
+#: (measured with ``python bench/run.py --threshold``).
+NUMBA_MIN_BYTES = 1 << 18
 
 
 def _module(name: str):
@@ -41,6 +48,8 @@ def select(engine: object, array: object) -> Callable:
         raise DataMoveError(f"no engine of this version can take a {kind}; convert it with numpy.asarray")
     if engine == "auto":
         engine = able[0]
+        if engine == "numpy" and "numba" in able and array.nbytes >= NUMBA_MIN_BYTES:
+            engine = "numba"
     elif engine not in able:
         missing = "is not available in this version" if engine not in _MODULES else f"cannot take a {kind}"
         raise DataMoveError(f"engine {engine!r} {missing}; engines that can: {able}")

@@ -1,0 +1,210 @@
+"""Lower a plan's view pairs to byte-level loop nests, the form the compiled kernels take.
+
+A :class:`~datamove.plans.View` pair over two concrete arrays becomes a
+:class:`LoopNest`: a start offset in each array and a list of loops
+``(count, src_stride, dst_stride)``, all in units of ``word`` bytes. The
+lowering
+
+1. turns each index dim into byte strides, adding the item's own bytes as an
+   innermost dim, so every dtype width is just more bytes;
+2. merges dims that are contiguous on both sides (``outer stride == inner
+   stride * inner count`` in both arrays), so a whole contiguous run of items
+   becomes one long inner loop;
+3. picks the widest word (8, 4, 2 or 1 bytes) that divides every stride,
+   offset, base address and the innermost run, so bytes move as ``uint64``
+   where they can;
+4. orders the loops and names the inner tile's pattern (:func:`schedule`),
+   so that each cache line read or written is used while it is in cache.
+
+>>> import numpy as np
+>>> from datamove import plans
+>>> data = np.zeros((1, 2, 4, 4), np.float32)
+>>> plan = plans.space_to_depth(data.shape, (1, 8, 2, 2), "blocks_first", 2)
+>>> out = np.zeros(plan.out_shape, np.float32)
+>>> nest = lower(data, out, *plan.copies[0])
+>>> nest.word, nest.pattern, nest.block, nest.loops[-2:]   # 2 rows of 2 from 4 contiguous words
+(4, 'gather', 2, ((2, 1, 4), (2, 2, 1)))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..plans import View
+
+__all__ = ["LoopNest", "lower", "lower_fill", "word_view"]
+
+Loop = Tuple[int, int, int]  # (count, src_stride, dst_stride)
+
+
+class LoopNest(NamedTuple):
+    word: int  # bytes per word: 1, 2, 4 or 8
+    src_start: int  # in words, from the src array's lowest address
+    dst_start: int
+    loops: Tuple[Loop, ...]  # outermost first, strides in words
+    pattern: str = "strided"  # the inner tile: see schedule()
+    block: int = 0
+
+
+def _lowest_offset(array: np.ndarray) -> int:
+    """Byte offset of the lowest-addressed element from ``array``'s data pointer."""
+    return sum((n - 1) * s for n, s in zip(array.shape, array.strides) if s < 0)
+
+
+def _byte_loops(array: np.ndarray, view: View) -> Tuple[int, List[Tuple[int, int]]]:
+    start = sum(i * s for i, s in zip(view.start, array.strides)) - _lowest_offset(array)
+    return start, [(count, step * array.strides[axis]) for axis, count, step in view.dims]
+
+
+def _merge(loops: List[List[int]]) -> List[List[int]]:
+    """Merge pairs of loops contiguous on every side, repeatedly; drop count-1 loops."""
+    loops = [list(l) for l in loops if l[0] != 1]
+    merged = True
+    while merged:
+        merged = False
+        for i, outer in enumerate(loops):
+            for j, inner in enumerate(loops):
+                if i != j and all(outer[k] == inner[k] * inner[0] for k in range(1, len(inner))):
+                    inner[0] *= outer[0]
+                    del loops[i]
+                    merged = True
+                    break
+            if merged:
+                break
+    return loops
+
+
+def _word(loops: Sequence[Sequence[int]], offsets: Sequence[int], innermost_run: int) -> int:
+    """The widest word dividing every byte stride, byte offset and the contiguous run."""
+    g = innermost_run
+    for loop in loops:
+        for stride in loop[1:]:
+            g = math.gcd(g, stride)
+    for offset in offsets:
+        g = math.gcd(g, offset)
+    for word in (8, 4, 2):
+        if g % word == 0:
+            return word
+    return 1
+
+
+def schedule(loops: List[List[int]], fill: bool = False) -> Tuple[str, int, List[List[int]]]:
+    """Order the loops (outermost first) and name the inner tile's pattern.
+
+    Loops are ``[count, src_stride, dst_stride]`` in words; a fill has src
+    stride 0. Returns ``(pattern, block, loops)``:
+
+    * ``"gather"``, block ``B`` (2, 3 or 4): a loop ``j`` of ``B`` with src
+      stride 1 and a loop ``i`` with src stride ``B`` and dst stride 1, so the
+      tile reads ``B * n_i`` contiguous words and writes ``B`` contiguous rows
+      (SpaceToDepth's and SpaceToBatch's innermost block). Loop 0 is ``i``,
+      loop 1 is ``j``; the other loops follow the input, so it is read in order.
+    * ``"scatter"``, block ``B``: the mirror image (DepthToSpace, BatchToSpace);
+      the other loops follow the output, so it is written in order.
+    * ``"contiguous"``: a loop with both strides 1 goes innermost.
+    * ``"strided"``: the loop with the smallest stride on either side goes
+      innermost.
+    """
+    if not loops:
+        return "contiguous", 0, []
+
+    def following(side, rest):
+        return sorted(rest, key=lambda l: (abs(l[side]), abs(l[3 - side])), reverse=True)
+
+    if not fill:
+        for j in loops:
+            if j[0] in BLOCKS:
+                for i in loops:
+                    if i is j:
+                        continue
+                    if j[1] == 1 and i[1] == j[0] and i[2] == 1:
+                        rest = [l for l in loops if l is not i and l is not j]
+                        return "gather", j[0], following(1, rest) + [j, i]
+                    if j[2] == 1 and i[2] == j[0] and i[1] == 1:
+                        rest = [l for l in loops if l is not i and l is not j]
+                        return "scatter", j[0], following(2, rest) + [j, i]
+    side = 2 if fill else 1
+    unit = [l for l in loops if l[2] == 1 and (fill or l[1] == 1)]
+    if unit:
+        inner = max(unit, key=lambda l: l[0])
+        return "contiguous", 0, following(2, [l for l in loops if l is not inner]) + [inner]
+    inner = min(loops, key=lambda l: (min(abs(l[side]), abs(l[2])), -l[0]))
+    return "strided", 0, following(2, [l for l in loops if l is not inner]) + [inner]
+
+
+#: Block sizes with a specialised tile (see :mod:`datamove.engines.numba_kernels`).
+BLOCKS = (2, 3, 4)
+
+
+def _finish(loops: List[List[int]], starts: Sequence[int], addresses: Sequence[int], fill: bool = False) -> Tuple[int, Tuple[str, int, List[List[int]]]]:
+    # The item's bytes are the loop with stride 1 on every side (after merging, its count is the run).
+    unit = [l for l in loops if l[1] in (0 if fill else 1,) and l[2] == 1]
+    run = unit[0][0] if unit else 1
+    others = [l for l in loops if l not in unit]
+    word = _word(others, list(starts) + list(addresses), run)
+    words = []
+    for l in loops:
+        if l in unit:
+            if run // word > 1:
+                words.append([run // word, 0 if fill else 1, 1])
+        else:
+            words.append([l[0]] + [s // word for s in l[1:]])
+    return word, schedule(words, fill)
+
+
+def lower(src_array: np.ndarray, dst_array: np.ndarray, src: View, dst: View) -> LoopNest:
+    """The loop nest that performs ``dst_array[dst] = src_array[src]``."""
+    itemsize = src_array.dtype.itemsize
+    src_start, src_loops = _byte_loops(src_array, src)
+    dst_start, dst_loops = _byte_loops(dst_array, dst)
+    loops = [[n, s, d] for (n, s), (_, d) in zip(src_loops, dst_loops)]
+    loops = _merge(loops + [[itemsize, 1, 1]])
+    word, (pattern, block, loops) = _finish(loops, (src_start, dst_start), (_address(src_array), _address(dst_array)))
+    return LoopNest(word, src_start // word, dst_start // word, tuple(tuple(l) for l in loops), pattern, block)
+
+
+def lower_fill(dst_array: np.ndarray, view: View) -> LoopNest:
+    """The loop nest that zero-fills ``dst_array[view]`` (``src`` strides are 0)."""
+    start, byte_loops = _byte_loops(dst_array, view)
+    loops = _merge([[n, 0, s] for n, s in byte_loops] + [[dst_array.dtype.itemsize, 0, 1]])
+    word, (_, _, loops) = _finish(loops, (start,), (_address(dst_array),), fill=True)
+    return LoopNest(word, 0, start // word, tuple(tuple(l) for l in loops), "fill")
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0] + _lowest_offset(array)
+
+
+_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def word_view(array: np.ndarray, word: int) -> Optional[np.ndarray]:
+    """``array``'s whole memory span as a 1-D array of ``word``-byte unsigned ints.
+
+    ``None`` for an empty array. The span runs from the lowest to the highest
+    byte any element occupies, so negative and zero strides work.
+    """
+    if array.size == 0:
+        return None
+    lowest = _lowest_offset(array)
+    highest = sum((n - 1) * s for n, s in zip(array.shape, array.strides) if s > 0)
+    span = highest - lowest + array.dtype.itemsize
+    base = _address(array)
+    raw = np.asarray(_Buffer(array, base, span))
+    return raw[: span - span % word].view(_WORDS[word])
+
+
+class _Buffer:
+    """A writeable buffer over ``span`` bytes at ``base``, keeping ``owner`` alive."""
+
+    def __init__(self, owner: np.ndarray, base: int, span: int) -> None:
+        self.owner = owner
+        self.__array_interface__ = {
+            "shape": (span,),
+            "typestr": "|u1",
+            "data": (base, not owner.flags.writeable),
+            "version": 3,
+        }
