@@ -23,7 +23,7 @@ lowering
 >>> out = np.zeros(plan.out_shape, np.float32)
 >>> nest = lower(data, out, *plan.copies[0])
 >>> nest.word, nest.pattern, nest.block, nest.loops[-2:]   # 2 rows of 2 from 4 contiguous words
-(4, 'gather', 2, ((2, 1, 4), (2, 2, 1)))
+(4, 'gather', 2, ((2, 1, 8), (2, 2, 1)))
 """
 
 from __future__ import annotations
