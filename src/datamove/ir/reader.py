@@ -290,7 +290,7 @@ def _topological_order(layers: Dict[int, Layer], sources: Dict[Tuple[int, int], 
                 ready.append(successor)
     if len(order) < len(layers):
         stuck = [layers[i].describe() for i in layers if pending[i] > 0]
-        raise DataMoveError(f"the edges form a cycle through {', '.join(stuck[:5])}{' ...' if len(stuck) > 5 else ''}")
+        raise DataMoveError(f"the edges form a cycle; the layers on it or fed by it: {', '.join(stuck[:5])}{' ...' if len(stuck) > 5 else ''}")
     return order
 
 
