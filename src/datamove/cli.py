@@ -329,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .ir import commands as ir_commands  # datamove check, and datamove run MODEL.xml
 
     ir_commands.add_check_parser(commands, _Parser)
+    # Listed here for --help; main() hands "bench ..." to datamove.bench, which has its own options.
+    commands.add_parser("bench", add_help=False, help="run the benchmark suite (datamove bench --help)")
     return parser
 
 
@@ -475,6 +477,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from .ir import commands as ir_commands
 
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench
+
+        return bench(argv[1:])
     if ir_commands.is_model_run(argv):
         parser, argv = ir_commands.build_run_parser(PROG, _Parser), argv[1:]
     try:

@@ -1,0 +1,406 @@
+"""The benchmark suite: every op as a ratio to a same-process memory copy, beside the peers.
+
+``python bench/run.py`` or ``datamove bench``. In one process it measures,
+per case, the *floor* (the same bytes copied with ``np.copyto`` split over
+all cores into a preallocated array), then datamove with ``out=`` a
+preallocated array, datamove allocating its result (against an allocating
+copy, since fresh pages cost about as much as the copy), and every peer that
+is installed and can run the case: OpenVINO's CPU plugin (output buffers
+reused), onnxruntime (output bound to a preallocated array), TensorFlow,
+PyTorch and the NumPy reshape/transpose/reshape idiom. Every figure is the
+median time divided by the floor's median. Peers run with as many threads as
+datamove.
+
+>>> case = Case("s2d", "space_to_depth", (1, 4, 8, 8), "float32", ("blocks_first", 2))
+>>> case.nbytes, case.label
+(1024, 's2d [1,4,8,8] float32 blocks_first b2')
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import ops
+
+__all__ = ["Case", "suite", "main"]
+
+
+class Case(NamedTuple):
+    name: str
+    op: str  # a datamove op name
+    shape: Tuple[int, ...]  # the logical (NCHW-like) shape of the input
+    dtype: str
+    args: Tuple[Any, ...]  # the op's arguments after data
+    layout: str = "nchw"  # "nhwc": channels innermost in memory, for input and output
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+    @property
+    def label(self) -> str:
+        dims = ",".join(map(str, self.shape))
+        if self.op in ("space_to_depth", "depth_to_space"):
+            what = f"{self.args[0]} b{self.args[1]}"
+        else:
+            block = "x".join(map(str, self.args[0][1:]))
+            margins = sum(self.args[1]) + sum(self.args[2])
+            what = f"block {block}" + (" crops" if self.op == "batch_to_space" and margins else "") + (" pads" if self.op == "space_to_batch" and margins else "")
+        return f"{self.name} [{dims}] {self.dtype} {what}" + (" NHWC" if self.layout == "nhwc" else "")
+
+
+def _scaled(shape: Sequence[int], size: int, itemsize: int, multiple: int) -> Tuple[int, ...]:
+    """``shape`` with its batch changed so the tensor has about ``size`` bytes (batch a multiple of ``multiple``)."""
+    per_batch = int(np.prod(shape[1:])) * itemsize
+    batch = max(multiple, round(size / per_batch / multiple) * multiple)
+    return (batch,) + tuple(shape[1:])
+
+
+def suite(scale: str = "full") -> List[Case]:
+    """The fixed suite: all four ops, both modes, NCHW/NHWC, blocks 2/3/4/non-square, 4-D and 5-D,
+    crops and pads, float32/uint8/float64, 4 KiB to 256 MiB (``"quick"``: small sizes only)."""
+    big = {"full": 128 << 20, "quick": 1 << 20}[scale]
+    cases: List[Case] = []
+    f32 = "float32"
+    for mode in ("blocks_first", "depth_first"):
+        cases.append(Case("s2d", "space_to_depth", _scaled((1, 64, 256, 256), big, 4, 1), f32, (mode, 2)))
+        cases.append(Case("d2s", "depth_to_space", _scaled((1, 256, 128, 128), big, 4, 1), f32, (mode, 2)))
+    cases.append(Case("s2d", "space_to_depth", _scaled((1, 256, 256, 64), big, 4, 1), f32, ("blocks_first", 2), "nhwc"))
+    cases.append(Case("d2s", "depth_to_space", _scaled((1, 256, 128, 128), big, 4, 1), f32, ("blocks_first", 2), "nhwc"))
+    cases.append(Case("s2d", "space_to_depth", _scaled((1, 16, 240, 240), big, 4, 1), f32, ("blocks_first", 3)))
+    cases.append(Case("s2d", "space_to_depth", _scaled((1, 16, 256, 256), big, 4, 1), f32, ("depth_first", 4)))
+    cases.append(Case("d2s", "depth_to_space", _scaled((1, 144, 80, 80), big, 4, 1), f32, ("depth_first", 3)))
+    cases.append(Case("s2d", "space_to_depth", _scaled((1, 64, 256, 256), big, 1, 1), "uint8", ("blocks_first", 2)))
+    cases.append(Case("s2d", "space_to_depth", _scaled((1, 64, 256, 256), big, 8, 1), "float64", ("depth_first", 2)))
+    cases.append(Case("s2d 5-D", "space_to_depth", _scaled((1, 32, 32, 128, 128), big, 4, 1), f32, ("blocks_first", 2)))
+    cases.append(Case("d2s 5-D", "depth_to_space", _scaled((1, 256, 16, 64, 64), big, 4, 1), f32, ("depth_first", 2)))
+    b2s = lambda shape, block, crops: (block, crops[0], crops[1])  # noqa: E731
+    cases.append(Case("b2s", "batch_to_space", _scaled((4, 32, 128, 128), big, 4, 4), f32, b2s(None, [1, 1, 2, 2], ([0, 0, 1, 0], [0, 0, 1, 2]))))
+    cases.append(Case("b2s", "batch_to_space", _scaled((4, 32, 128, 128), big, 4, 4), f32, b2s(None, [1, 1, 2, 2], ([0, 0, 0, 0], [0, 0, 0, 0]))))
+    cases.append(Case("b2s", "batch_to_space", _scaled((6, 128, 128, 32), big, 4, 6), f32, ([1, 3, 2, 1], [0, 1, 0, 0], [0, 2, 0, 0]), "nhwc"))
+    cases.append(Case("s2b", "space_to_batch", _scaled((1, 32, 254, 254), big, 4, 1), f32, ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])))
+    cases.append(Case("s2b", "space_to_batch", _scaled((1, 32, 256, 256), big, 1, 1), "uint8", ([1, 1, 4, 4], [0, 0, 0, 0], [0, 0, 0, 0])))
+    cases.append(Case("s2b", "space_to_batch", _scaled((1, 126, 128, 32), big, 4, 1), f32, ([1, 3, 2, 1], [0, 1, 0, 0], [0, 2, 0, 0]), "nhwc"))
+    cases.append(Case("b2s 5-D", "batch_to_space", _scaled((8, 16, 16, 64, 64), big, 4, 8), f32, ([1, 1, 2, 2, 2], [0, 0, 0, 1, 1], [0, 0, 0, 1, 1])))
+    for size in (4 << 10, 16 << 10, 256 << 10, 4 << 20):
+        if size < big:
+            cases.append(Case("s2d", "space_to_depth", _scaled((1, 16, 16, 16), size, 4, 1), f32, ("blocks_first", 2)))
+            cases.append(Case("b2s", "batch_to_space", _scaled((4, 8, 16, 16), size, 4, 4), f32, ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])))
+    if scale == "full":
+        cases.append(Case("s2d 256 MiB", "space_to_depth", _scaled((1, 64, 256, 256), 256 << 20, 4, 1), f32, ("blocks_first", 2)))
+    return cases
+
+
+# ------------------------------------------------------------------ arrays in a layout
+
+
+def _in_layout(array: np.ndarray, layout: str) -> np.ndarray:
+    """The same logical array, with channels (axis 1) innermost in memory for "nhwc"."""
+    if layout == "nchw":
+        return np.ascontiguousarray(array)
+    return np.ascontiguousarray(np.moveaxis(array, 1, -1)).transpose(0, array.ndim - 1, *range(1, array.ndim - 1))
+
+
+def _empty(shape: Sequence[int], dtype: Any, layout: str) -> np.ndarray:
+    if layout == "nchw":
+        return np.empty(shape, dtype)
+    cl = (shape[0],) + tuple(shape[2:]) + (shape[1],)
+    return np.empty(cl, dtype).transpose(0, len(shape) - 1, *range(1, len(shape) - 1))
+
+
+# ------------------------------------------------------------------ timing
+
+
+class Timer:
+    def __init__(self, budget: float, repeats: int) -> None:
+        self.budget = budget
+        self.repeats = repeats
+
+    def median(self, function: Callable[[], Any]) -> float:
+        function()  # warm up: compile, fault pages in
+        times: List[float] = []
+        start = time.perf_counter()
+        while len(times) < self.repeats or (time.perf_counter() - start < self.budget and len(times) < 50):
+            t = time.perf_counter()
+            function()
+            times.append(time.perf_counter() - t)
+            if len(times) >= 3 and time.perf_counter() - start > 4 * self.budget:
+                break
+        return statistics.median(times)
+
+
+def _threads() -> int:
+    try:
+        import numba
+
+        return numba.get_num_threads()
+    except ImportError:  # pragma: no cover
+        return os.cpu_count() or 1
+
+
+class Floor:
+    """A copy of the same bytes split over ``threads`` threads: into a preallocated array, or a fresh one."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self.pool = ThreadPoolExecutor(threads)
+
+    def copy(self, src: np.ndarray, dst: np.ndarray) -> None:
+        a, b = src.reshape(-1), dst.reshape(-1)
+        bounds = [a.size * k // self.threads for k in range(self.threads + 1)]
+        jobs = [self.pool.submit(np.copyto, b[lo:hi], a[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
+        for job in jobs:
+            job.result()
+
+    def allocating(self, src: np.ndarray) -> np.ndarray:
+        dst = np.empty_like(src)
+        self.copy(src, dst)
+        return dst
+
+
+# ------------------------------------------------------------------ peers
+
+
+def _numpy_idiom(case: Case, data: np.ndarray) -> Optional[Callable[[], Any]]:
+    """The reshape/transpose/reshape idiom people write by hand (pad / crop included)."""
+    op, args = case.op, case.args
+    n, c, *spatial = data.shape
+    k = len(spatial)
+    if op in ("space_to_depth", "depth_to_space"):
+        mode, b = args
+        if op == "space_to_depth":
+            split = [n, c] + [x for d in spatial for x in (d // b, b)]
+            q = [2 + 2 * i for i in range(k)]
+            bs = [3 + 2 * i for i in range(k)]
+            perm = [0] + (bs + [1] if mode == "blocks_first" else [1] + bs) + q
+            final = (n, c * b**k, *(d // b for d in spatial))
+            return lambda: data.reshape(split).transpose(perm).reshape(final)
+        c2 = c // b**k
+        split = [n] + ([b] * k + [c2] if mode == "blocks_first" else [c2] + [b] * k) + list(spatial)
+        bpos = list(range(1, 1 + k)) if mode == "blocks_first" else list(range(2, 2 + k))
+        cpos = 1 + k if mode == "blocks_first" else 1
+        perm = [0, cpos] + [x for i in range(k) for x in (2 + k + i, bpos[i])]
+        final = (n, c2, *(d * b for d in spatial))
+        return lambda: data.reshape(split).transpose(perm).reshape(final)
+    block, begin, end = args
+    dims = list(data.shape)
+    r = len(dims)
+    if op == "space_to_batch":
+        def run():
+            padded = np.pad(data, list(zip(begin, end)))
+            split = [dims[0]] + [x for i in range(1, r) for x in (padded.shape[i] // block[i], block[i])]
+            perm = [2 + 2 * i for i in range(r - 1)] + [0] + [1 + 2 * i for i in range(r - 1)]
+            return padded.reshape(split).transpose(perm).reshape([dims[0] * int(np.prod(block))] + [padded.shape[i] // block[i] for i in range(1, r)])
+        return run
+    def run_b2s():
+        nb = dims[0] // int(np.prod(block))
+        x = data.reshape(list(block[1:]) + [nb] + dims[1:])
+        perm = [r - 1] + [x_ for i in range(1, r) for x_ in (r - 1 + i, i - 1)]
+        y = x.transpose(perm).reshape([nb] + [dims[i] * block[i] for i in range(1, r)])
+        return np.ascontiguousarray(y[tuple(slice(begin[i], y.shape[i] - end[i]) for i in range(r))])
+    return run_b2s
+
+
+def _openvino(case: Case, data: np.ndarray, out: np.ndarray, threads: int) -> Optional[Callable[[], Any]]:
+    try:
+        import openvino as ov
+        from openvino import opset13 as opset
+    except ImportError:
+        return None
+    if case.layout != "nchw" or data.dtype not in (np.float32, np.uint8, np.float64):
+        return None
+    if data.dtype == np.float64:
+        return None  # the CPU plugin runs f64 as f32
+    parameter = opset.parameter(data.shape, ov.Type(data.dtype))
+    if case.op == "space_to_depth":
+        node = opset.space_to_depth(parameter, case.args[0], case.args[1])
+    elif case.op == "depth_to_space":
+        node = opset.depth_to_space(parameter, case.args[0], case.args[1])
+    else:
+        consts = [opset.constant(np.array(a, np.int64)) for a in case.args]
+        node = getattr(opset, case.op)(parameter, *consts)
+    compiled = ov.Core().compile_model(ov.Model([node], [parameter]), "CPU", {"INFERENCE_NUM_THREADS": threads})
+    request = compiled.create_infer_request()
+    request.set_input_tensor(ov.Tensor(data, shared_memory=True))
+    request.set_output_tensor(ov.Tensor(out, shared_memory=True))
+    return request.infer
+
+
+def _onnxruntime(case: Case, data: np.ndarray, out: np.ndarray, threads: int) -> Optional[Callable[[], Any]]:
+    if case.op not in ("space_to_depth", "depth_to_space") or data.ndim != 4 or case.layout != "nchw":
+        return None
+    mode, block = case.args
+    if case.op == "space_to_depth" and mode != "blocks_first":
+        return None  # ONNX SpaceToDepth has no mode: blocks_first only
+    try:
+        import onnx
+        import onnxruntime as ort
+        from onnx import helper
+    except ImportError:
+        return None
+    elem = {np.dtype(np.float32): onnx.TensorProto.FLOAT, np.dtype(np.uint8): onnx.TensorProto.UINT8, np.dtype(np.float64): onnx.TensorProto.DOUBLE}[data.dtype]
+    attrs = {"blocksize": block}
+    if case.op == "depth_to_space":
+        attrs["mode"] = "DCR" if mode == "blocks_first" else "CRD"
+    node = helper.make_node("SpaceToDepth" if case.op == "space_to_depth" else "DepthToSpace", ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, data.shape)], [helper.make_tensor_value_info("y", elem, out.shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    binding = session.io_binding()
+    binding.bind_cpu_input("x", data)
+    binding.bind_output("y", "cpu", 0, out.dtype, out.shape, out.ctypes.data)
+    return lambda: session.run_with_iobinding(binding)
+
+
+def _tensorflow(case: Case, data: np.ndarray, threads: int) -> Optional[Callable[[], Any]]:
+    if "tensorflow" not in sys.modules and not _tensorflow_wanted():
+        return None
+    try:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        import tensorflow as tf
+    except ImportError:
+        return None
+    if case.op in ("space_to_depth", "depth_to_space"):
+        mode, block = case.args
+        if mode != "blocks_first" or data.ndim != 4 or data.dtype == np.uint8 and case.op == "depth_to_space" and False:
+            return None
+        nhwc = tf.constant(np.moveaxis(data, 1, -1))  # TF's own layout: its kernel is timed, not the transpose
+        function = tf.nn.space_to_depth if case.op == "space_to_depth" else tf.nn.depth_to_space
+        return lambda: function(nhwc, block).numpy()
+    x = tf.constant(np.ascontiguousarray(data))
+    block = list(case.args[0][1:])
+    margins = [[b, e] for b, e in zip(case.args[1][1:], case.args[2][1:])]
+    if case.op == "batch_to_space":
+        return lambda: tf.batch_to_space(x, block, margins).numpy()
+    return lambda: tf.space_to_batch(x, block, margins).numpy()
+
+
+def _tensorflow_wanted() -> bool:
+    return os.environ.get("DATAMOVE_BENCH_TF", "1") != "0"
+
+
+def _torch(case: Case, data: np.ndarray, threads: int) -> Optional[Callable[[], Any]]:
+    if case.op not in ("space_to_depth", "depth_to_space") or case.args[0] != "depth_first" or data.ndim != 4:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    x = torch.from_numpy(data)
+    if case.op == "space_to_depth":
+        return lambda: torch.nn.functional.pixel_unshuffle(x, case.args[1])
+    return lambda: torch.nn.functional.pixel_shuffle(x, case.args[1])
+
+
+PEERS = ("openvino", "onnxruntime", "tensorflow", "torch", "numpy idiom")
+
+
+# ------------------------------------------------------------------ the run
+
+
+def _call(case: Case, data: np.ndarray, out: Optional[np.ndarray], engine: str) -> Any:
+    return getattr(ops, case.op)(data, *case.args, out=out, engine=engine)
+
+
+def run_case(case: Case, timer: Timer, floor: Floor, peers: Sequence[str], engine: str = "auto") -> Dict[str, Any]:
+    rng = np.random.default_rng(0)
+    logical = rng.integers(0, 255, size=case.shape, dtype=np.uint8).astype(case.dtype)
+    data = _in_layout(logical, case.layout)
+    result = _call(case, data, None, engine)
+    out = _empty(result.shape, data.dtype, case.layout)
+    # The floor copies as many bytes as the op writes (pads and crops change the size).
+    flat_dst = np.empty(result.size, data.dtype)
+    src_bytes = np.resize(np.ascontiguousarray(data).reshape(-1), flat_dst.size)
+    row: Dict[str, Any] = {"case": case.label, "op": case.op, "shape": list(case.shape), "dtype": case.dtype,
+                           "layout": case.layout, "args": [list(a) if isinstance(a, (list, tuple)) else a for a in case.args],
+                           "in_bytes": int(data.nbytes), "out_bytes": int(result.nbytes)}
+    row["floor_s"] = timer.median(lambda: floor.copy(src_bytes, flat_dst))
+    row["floor_alloc_s"] = timer.median(lambda: floor.allocating(src_bytes))
+    row["datamove"] = timer.median(lambda: _call(case, data, out, engine)) / row["floor_s"]
+    row["datamove_alloc"] = timer.median(lambda: _call(case, data, None, engine)) / row["floor_alloc_s"]
+    threads = floor.threads
+    peer_out = np.empty(result.shape, data.dtype)  # peers write here; alive until their timing ends
+    for peer in peers:
+        function: Optional[Callable[[], Any]] = None
+        try:
+            if peer == "openvino":
+                function = _openvino(case, data, peer_out, threads)
+            elif peer == "onnxruntime":
+                function = _onnxruntime(case, data, peer_out, threads)
+            elif peer == "tensorflow":
+                function = _tensorflow(case, data, threads)
+            elif peer == "torch":
+                function = _torch(case, np.ascontiguousarray(data), threads)
+            elif peer == "numpy idiom":
+                function = _numpy_idiom(case, np.ascontiguousarray(data))
+        except Exception as exc:  # a peer that cannot build this case is reported, not fatal
+            row[peer + "_error"] = f"{type(exc).__name__}: {exc}"[:200]
+            function = None
+        if function is not None:
+            row[peer] = timer.median(function) / row["floor_s"]
+    return row
+
+
+def _format(value: Optional[float]) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def table(rows: Sequence[Dict[str, Any]], peers: Sequence[str]) -> str:
+    head = ["case", "MiB", "floor ms", "datamove", "alloc"] + list(peers)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row["case"], f"{row['in_bytes'] / 2**20:.3g}", f"{row['floor_s'] * 1e3:.3f}",
+                 _format(row["datamove"]), _format(row["datamove_alloc"])] + [_format(row.get(p)) for p in peers]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="datamove bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
+    parser.add_argument("--json", default="bench-results.json", help="where to write the results (default: %(default)s)")
+    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers to time (default: all installed); '' for none")
+    parser.add_argument("--only", default="", help="run only the cases whose label contains this text")
+    parser.add_argument("--engine", default="auto", help="datamove engine (default: auto)")
+    parser.add_argument("--budget", type=float, default=0.3, help="seconds of timing per measurement (default: %(default)s)")
+    args = parser.parse_args(argv)
+    peers = [p for p in args.peers.split(",") if p]
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        parser.error(f"unknown peers {unknown}; known: {list(PEERS)}")
+    cases = [c for c in suite("quick" if args.quick else "full") if args.only in c.label]
+    threads = _threads()
+    timer = Timer(args.budget, 5)
+    floor = Floor(threads)
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {threads} threads, Python {platform.python_version()}, NumPy {np.__version__}"
+    print(f"datamove bench: {len(cases)} cases on {machine}; ratios = median time / median floor", file=sys.stderr)
+    rows = []
+    for number, case in enumerate(cases, 1):
+        start = time.perf_counter()
+        row = run_case(case, timer, floor, peers, args.engine)
+        rows.append(row)
+        ours = f"{row['datamove']:.2f}x"
+        print(f"[{number}/{len(cases)}] {case.label}: datamove {ours} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+    print(table(rows, peers))
+    with open(args.json, "w") as handle:
+        json.dump({"machine": machine, "threads": threads, "peers": peers, "rows": rows}, handle, indent=1)
+    print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
