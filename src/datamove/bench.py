@@ -122,21 +122,27 @@ def _empty(shape: Sequence[int], dtype: Any, layout: str) -> np.ndarray:
 
 
 class Timer:
+    """Medians of several functions timed in turns, so a shared machine's swings hit them alike."""
+
     def __init__(self, budget: float, repeats: int) -> None:
         self.budget = budget
         self.repeats = repeats
 
-    def median(self, function: Callable[[], Any]) -> float:
-        function()  # warm up: compile, fault pages in
-        times: List[float] = []
+    def medians(self, functions: Dict[str, Callable[[], Any]]) -> Dict[str, float]:
+        for function in functions.values():
+            function()  # warm up: compile, fault pages in
+        times: Dict[str, List[float]] = {name: [] for name in functions}
         start = time.perf_counter()
-        while len(times) < self.repeats or (time.perf_counter() - start < self.budget and len(times) < 50):
-            t = time.perf_counter()
-            function()
-            times.append(time.perf_counter() - t)
-            if len(times) >= 3 and time.perf_counter() - start > 4 * self.budget:
+        rounds = 0
+        while rounds < self.repeats or (time.perf_counter() - start < self.budget * len(functions) and rounds < 50):
+            for name, function in functions.items():
+                t = time.perf_counter()
+                function()
+                times[name].append(time.perf_counter() - t)
+            rounds += 1
+            if rounds >= 3 and time.perf_counter() - start > 4 * self.budget * len(functions):
                 break
-        return statistics.median(times)
+        return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _threads() -> int:
@@ -149,13 +155,21 @@ def _threads() -> int:
 
 
 class Floor:
-    """A copy of the same bytes split over ``threads`` threads: into a preallocated array, or a fresh one."""
+    """A copy of the same bytes split over ``threads`` threads: into a preallocated array, or a fresh one.
+
+    Small copies are not split: below ``SPLIT_BYTES`` one ``np.copyto`` is faster than waking threads.
+    """
+
+    SPLIT_BYTES = 1 << 20
 
     def __init__(self, threads: int) -> None:
         self.threads = threads
         self.pool = ThreadPoolExecutor(threads)
 
     def copy(self, src: np.ndarray, dst: np.ndarray) -> None:
+        if src.nbytes < self.SPLIT_BYTES:
+            np.copyto(dst, src)
+            return
         a, b = src.reshape(-1), dst.reshape(-1)
         bounds = [a.size * k // self.threads for k in range(self.threads + 1)]
         jobs = [self.pool.submit(np.copyto, b[lo:hi], a[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
@@ -328,10 +342,10 @@ def run_case(case: Case, timer: Timer, floor: Floor, peers: Sequence[str], engin
     row: Dict[str, Any] = {"case": case.label, "op": case.op, "shape": list(case.shape), "dtype": case.dtype,
                            "layout": case.layout, "args": [list(a) if isinstance(a, (list, tuple)) else a for a in case.args],
                            "in_bytes": int(data.nbytes), "out_bytes": int(result.nbytes)}
-    row["floor_s"] = timer.median(lambda: floor.copy(src_bytes, flat_dst))
-    row["floor_alloc_s"] = timer.median(lambda: floor.allocating(src_bytes))
-    row["datamove"] = timer.median(lambda: _call(case, data, out, engine)) / row["floor_s"]
-    row["datamove_alloc"] = timer.median(lambda: _call(case, data, None, engine)) / row["floor_alloc_s"]
+    functions: Dict[str, Callable[[], Any]] = {
+        "floor_s": lambda: floor.copy(src_bytes, flat_dst),
+        "datamove_s": lambda: _call(case, data, out, engine),
+    }
     threads = floor.threads
     peer_out = np.empty(result.shape, data.dtype)  # peers write here; alive until their timing ends
     for peer in peers:
@@ -351,7 +365,18 @@ def run_case(case: Case, timer: Timer, floor: Floor, peers: Sequence[str], engin
             row[peer + "_error"] = f"{type(exc).__name__}: {exc}"[:200]
             function = None
         if function is not None:
-            row[peer] = timer.median(function) / row["floor_s"]
+            functions[peer] = function
+    times = timer.medians(functions)
+    row["floor_s"] = times.pop("floor_s")
+    row["datamove"] = times.pop("datamove_s") / row["floor_s"]
+    for peer, seconds in times.items():
+        row[peer] = seconds / row["floor_s"]
+    allocating = timer.medians({
+        "floor_alloc_s": lambda: floor.allocating(src_bytes),
+        "datamove_alloc_s": lambda: _call(case, data, None, engine),
+    })
+    row["floor_alloc_s"] = allocating["floor_alloc_s"]
+    row["datamove_alloc"] = allocating["datamove_alloc_s"] / row["floor_alloc_s"]
     return row
 
 
