@@ -10,10 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from . import engines, plans, shapes
+from . import engines, plans, recipes, shapes
 from .errors import DataMoveError
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
+
+# A repeated call with the same shapes skips validation and planning (see datamove.recipes).
+_RECIPES = recipes.RECIPES
 
 
 def _as_array(data: Any) -> np.ndarray:
@@ -46,8 +49,11 @@ def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:
         raise DataMoveError("out must be writeable, got a read-only array")
 
 
-def _run(plan: plans.Plan, data: Any, out: Any, engine: str) -> np.ndarray:
+def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = None) -> np.ndarray:
     execute = engines.select(engine, data)
+    recipe = recipes.store(recipe_key, plan, data, engine)
+    if recipe is not None:
+        return recipe(data, out, _check_out)
     shape = plan.out_shape
     if out is None:
         try:
@@ -110,12 +116,16 @@ def batch_to_space(data, block_shape, crops_begin, crops_end, *, out=None, engin
            [[ 9, 10, 11, 12],
             [13, 14, 15, 16]]])
     """
+    recipe_key = recipes.space_key("batch_to_space", block_shape, crops_begin, crops_end, data, engine)
+    recipe = _RECIPES.get(recipe_key)
+    if recipe is not None:
+        return recipe(data, out, _check_out)
     _require(block_shape=block_shape, crops_begin=crops_begin, crops_end=crops_end)
     data = _as_array(data)
     resolved = shapes.resolve_batch_to_space(data.shape, block_shape, crops_begin, crops_end)
     p = resolved.params
     plan = plans.batch_to_space(data.shape, resolved.public(), p["block_shape"], p["crops_begin"], p["crops_end"])
-    return _run(plan, data, out, engine)
+    return _run(plan, data, out, engine, recipe_key)
 
 
 def space_to_batch(data, block_shape, pads_begin, pads_end, *, out=None, engine="auto"):
@@ -146,12 +156,16 @@ def space_to_batch(data, block_shape, pads_begin, pads_end, *, out=None, engine=
     array([[0, 2, 4],
            [1, 3, 0]])
     """
+    recipe_key = recipes.space_key("space_to_batch", block_shape, pads_begin, pads_end, data, engine)
+    recipe = _RECIPES.get(recipe_key)
+    if recipe is not None:
+        return recipe(data, out, _check_out)
     _require(block_shape=block_shape, pads_begin=pads_begin, pads_end=pads_end)
     data = _as_array(data)
     resolved = shapes.resolve_space_to_batch(data.shape, block_shape, pads_begin, pads_end)
     p = resolved.params
     plan = plans.space_to_batch(data.shape, resolved.public(), p["block_shape"], p["pads_begin"], p["pads_end"])
-    return _run(plan, data, out, engine)
+    return _run(plan, data, out, engine, recipe_key)
 
 
 def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
@@ -187,12 +201,16 @@ def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
            [4, 6],
            [5, 7]])
     """
+    recipe_key = recipes.depth_key("space_to_depth", mode, block_size, data, engine)
+    recipe = _RECIPES.get(recipe_key)
+    if recipe is not None:
+        return recipe(data, out, _check_out)
     _require(mode=mode, block_size=block_size)
     data = _as_array(data)
     resolved = shapes.resolve_space_to_depth(data.shape, mode, block_size)
     p = resolved.params
     plan = plans.space_to_depth(data.shape, resolved.public(), p["mode"], p["block_size"])
-    return _run(plan, data, out, engine)
+    return _run(plan, data, out, engine, recipe_key)
 
 
 def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
@@ -223,9 +241,13 @@ def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
     array([[0, 1],
            [2, 3]])
     """
+    recipe_key = recipes.depth_key("depth_to_space", mode, block_size, data, engine)
+    recipe = _RECIPES.get(recipe_key)
+    if recipe is not None:
+        return recipe(data, out, _check_out)
     _require(mode=mode, block_size=block_size)
     data = _as_array(data)
     resolved = shapes.resolve_depth_to_space(data.shape, mode, block_size)
     p = resolved.params
     plan = plans.depth_to_space(data.shape, resolved.public(), p["mode"], p["block_size"])
-    return _run(plan, data, out, engine)
+    return _run(plan, data, out, engine, recipe_key)

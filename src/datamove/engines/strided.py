@@ -155,22 +155,27 @@ def _finish(loops: List[List[int]], starts: Sequence[int], addresses: Sequence[i
     return word, schedule(words, fill)
 
 
-def lower(src_array: np.ndarray, dst_array: np.ndarray, src: View, dst: View) -> LoopNest:
-    """The loop nest that performs ``dst_array[dst] = src_array[src]``."""
+def lower(src_array: np.ndarray, dst_array: np.ndarray, src: View, dst: View, aligned: bool = True) -> LoopNest:
+    """The loop nest that performs ``dst_array[dst] = src_array[src]``.
+
+    With ``aligned`` the word also divides both arrays' addresses (the
+    compiled kernels need aligned words; NumPy's copies do not).
+    """
     itemsize = src_array.dtype.itemsize
     src_start, src_loops = _byte_loops(src_array, src)
     dst_start, dst_loops = _byte_loops(dst_array, dst)
     loops = [[n, s, d] for (n, s), (_, d) in zip(src_loops, dst_loops)]
     loops = _merge(loops + [[itemsize, 1, 1]])
-    word, (pattern, block, loops) = _finish(loops, (src_start, dst_start), (_address(src_array), _address(dst_array)))
+    addresses = (_address(src_array), _address(dst_array)) if aligned else ()
+    word, (pattern, block, loops) = _finish(loops, (src_start, dst_start), addresses)
     return LoopNest(word, src_start // word, dst_start // word, tuple(tuple(l) for l in loops), pattern, block)
 
 
-def lower_fill(dst_array: np.ndarray, view: View) -> LoopNest:
+def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True) -> LoopNest:
     """The loop nest that zero-fills ``dst_array[view]`` (``src`` strides are 0)."""
     start, byte_loops = _byte_loops(dst_array, view)
     loops = _merge([[n, 0, s] for n, s in byte_loops] + [[dst_array.dtype.itemsize, 0, 1]])
-    word, (_, _, loops) = _finish(loops, (start,), (_address(dst_array),), fill=True)
+    word, (_, _, loops) = _finish(loops, (start,), (_address(dst_array),) if aligned else (), fill=True)
     return LoopNest(word, 0, start // word, tuple(tuple(l) for l in loops), "fill")
 
 

@@ -1,0 +1,179 @@
+"""Recipes: what a repeated call with the same shapes needs, computed once.
+
+A call is validated, planned and lowered the first time; the result is kept
+as a :class:`Recipe`, keyed by the operation, its parameters (exact Python
+ints and strings only, so ``True`` or ``2.0`` never reuse a recipe made for
+``1`` or ``2``), and the input's type, shape, strides and dtype. The next call
+with the same key skips everything but the copy: for a small array, an
+``np.copyto`` between two views built straight on the arrays' buffers, with
+the dims merged, which costs no more than NumPy's own
+reshape/transpose/reshape idiom.
+
+>>> import numpy as np, datamove as dm
+>>> from datamove import recipes
+>>> x = np.arange(16.0).reshape(1, 1, 4, 4)
+>>> first = dm.space_to_depth(x, "blocks_first", 2)
+>>> again = dm.space_to_depth(x, "blocks_first", 2)   # from the recipe
+>>> recipes.depth_key("space_to_depth", "blocks_first", 2, x, "auto") in recipes.RECIPES
+True
+>>> bool((first == again).all())
+True
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Hashable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import engines
+from .errors import DataMoveError
+from .plans import Plan
+
+__all__ = ["Recipe", "RECIPES", "depth_key", "space_key", "store"]
+
+_MAX = 512
+#: The recipes, most recently made last; ``RECIPES.get(key)`` finds one.
+RECIPES: "OrderedDict[Hashable, Recipe]" = OrderedDict()
+_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+# (shape, strides, offset in bytes) of a view over a buffer, in words
+_Strided = Tuple[Tuple[int, ...], Tuple[int, ...], int]
+
+
+def exact(value: Any) -> Optional[Hashable]:
+    """``value`` as a hashable key if it is a list or tuple of exact ints, an int or a str; else None."""
+    kind = type(value)
+    if kind is int or kind is str:
+        return value
+    if kind is list or kind is tuple:
+        if [*map(type, value)].count(int) == len(value):
+            return tuple(value)
+    return None
+
+
+def depth_key(op: str, mode: Any, block_size: Any, data: Any, engine: Any) -> Optional[Hashable]:
+    """The recipe key of a SpaceToDepth / DepthToSpace call, or None when it cannot use a recipe."""
+    if type(data) is not np.ndarray or type(mode) is not str or type(block_size) is not int or type(engine) is not str:
+        return None
+    return (op, mode, block_size, engine, data.shape, data.strides, data.dtype)
+
+
+def space_key(op: str, block_shape: Any, begin: Any, end: Any, data: Any, engine: Any) -> Optional[Hashable]:
+    """The recipe key of a BatchToSpace / SpaceToBatch call, or None when it cannot use a recipe."""
+    if type(data) is not np.ndarray or type(engine) is not str:
+        return None
+    block_shape, begin, end = exact(block_shape), exact(begin), exact(end)
+    if block_shape is None or begin is None or end is None:
+        return None
+    return (op, block_shape, begin, end, engine, data.shape, data.strides, data.dtype)
+
+
+class Recipe:
+    """A planned call: the output's shape and dtype, and how to fill it.
+
+    ``recipe(data, out, check_out)`` runs it. Three ways, fixed when the
+    recipe is made:
+
+    * *gather*: one copy whose output side is the output in C order, and no
+      fills: the output is ``view.copy()`` of one strided view of ``data``;
+    * *direct*: ``np.copyto`` between views built on both buffers, then fills;
+    * *engine*: the engine's ``execute(plan, data, out)`` (large arrays, the
+      Numba engine; layouts without a buffer).
+    """
+
+    def __init__(self, plan: Plan, data: np.ndarray, engine: str) -> None:
+        self.out_shape = plan.out_shape
+        self.dtype = data.dtype
+        self.plan = plan
+        self.execute = engines.select(engine, data)
+        self.copies: Optional[List[Tuple[Any, _Strided, _Strided]]] = None
+        self.fills: List[Tuple[Any, _Strided]] = []
+        self.gather: Optional[Tuple[Any, _Strided]] = None
+        # Views on buffers need a C-contiguous input and plain items.
+        if self.execute.__module__.endswith("numpy_engine") and data.flags.c_contiguous and not data.dtype.hasobject and data.dtype.itemsize:
+            self._direct(plan, data)
+
+    def _direct(self, plan: Plan, data: np.ndarray) -> None:
+        from .engines.strided import lower, lower_fill
+
+        out = _c_layout(self.out_shape, self.dtype)
+        plain = self.dtype.kind in "biufcmM"  # copied bit for bit as themselves, no view needed
+        self.copies = []
+        for src, dst in plan.copies:
+            nest = lower(data, out, src, dst, aligned=False)
+            word = nest.word
+            loops = sorted(nest.loops, key=lambda l: -l[2])  # output order
+            shape = tuple(l[0] for l in loops) or (1,)
+            src_strides = tuple(l[1] * word for l in loops) or (0,)
+            dst_strides = tuple(l[2] * word for l in loops) or (0,)
+            item = self.dtype if plain and word == self.dtype.itemsize else _WORDS[word]
+            self.copies.append((item, (shape, src_strides, nest.src_start * word), (shape, dst_strides, nest.dst_start * word)))
+            if len(plan.copies) == 1 and not plan.fills and nest.dst_start == 0 and _is_c_order(shape, dst_strides, word):
+                self.gather = (item, (shape, src_strides, nest.src_start * word))
+        for view in plan.fills:
+            nest = lower_fill(out, view, aligned=False)
+            word = nest.word
+            shape = tuple(l[0] for l in nest.loops) or (1,)
+            self.fills.append((_WORDS[word], (shape, tuple(l[2] * word for l in nest.loops) or (0,), nest.dst_start * word)))
+
+    def __call__(self, data: np.ndarray, out: Any, check_out: Callable[..., None]) -> np.ndarray:
+        if out is None:
+            if self.gather is not None:
+                item, (shape, strides, offset) = self.gather
+                result = np.ndarray(shape, item, data, offset, strides).copy()
+                if item is not self.dtype:
+                    result = result.reshape(-1).view(np.uint8).view(self.dtype)
+                return result.reshape(self.out_shape)
+            try:
+                out = np.empty(self.out_shape, self.dtype)
+            except ValueError as exc:  # "array is too big"
+                raise DataMoveError(f"the output shape {self.out_shape} of dtype {self.dtype} is too big: {exc}") from None
+        else:
+            check_out(out, self.out_shape, self.dtype)
+            if np.may_share_memory(data, out):
+                data = data.copy()  # a permutation cannot be done in place
+            if self.copies is not None and not out.flags.c_contiguous:
+                return self.execute(self.plan, data, out)
+        if self.copies is None:
+            return self.execute(self.plan, data, out)
+        for item, (shape, strides, offset), (dst_shape, dst_strides, dst_offset) in self.copies:
+            np.copyto(np.ndarray(dst_shape, item, out, dst_offset, dst_strides), np.ndarray(shape, item, data, offset, strides))
+        for item, (shape, strides, offset) in self.fills:
+            np.ndarray(shape, item, out, offset, strides).fill(0)
+        return out
+
+
+def _is_c_order(shape: Tuple[int, ...], strides: Tuple[int, ...], word: int) -> bool:
+    step = word
+    for n, stride in zip(reversed(shape), reversed(strides)):
+        if n != 1 and stride != step:
+            return False
+        step *= n
+    return True
+
+
+def _c_layout(shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A C-contiguous array of ``shape`` as far as strides go, backed by one item (for lowering only)."""
+    strides = []
+    step = dtype.itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    item = np.zeros(1, np.dtype(f"V{dtype.itemsize}"))  # the same width, any dtype (ml_dtypes included)
+    return np.lib.stride_tricks.as_strided(item, shape, tuple(reversed(strides)))
+
+
+def store(recipe_key: Optional[Hashable], plan: Plan, data: np.ndarray, engine: str) -> Optional[Recipe]:
+    """Make, keep and return the recipe of a validated call (None when it has no key)."""
+    if recipe_key is None:
+        return None
+    try:
+        recipe = Recipe(plan, data, engine)
+    except DataMoveError:
+        return None
+    RECIPES[recipe_key] = recipe
+    if len(RECIPES) > _MAX:
+        RECIPES.popitem(last=False)
+    return recipe

@@ -1,0 +1,83 @@
+"""Recipes: a repeated call reuses its plan, and never skips a check it must make."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import datamove as dm
+import reference as ref
+from datamove import recipes
+
+CALLS = [
+    (dm.space_to_depth, ("blocks_first", 2), ref.space_to_depth, (4, 3, 6, 8)),
+    (dm.depth_to_space, ("depth_first", 2), ref.depth_to_space, (2, 12, 3, 5)),
+    (dm.batch_to_space, ([1, 2, 3, 1], [0, 1, 2, 0], [0, 0, 1, 0]), ref.batch_to_space, (12, 2, 3, 4)),
+    (dm.space_to_batch, ([1, 2, 3, 1], [0, 1, 2, 0], [0, 1, 1, 0]), ref.space_to_batch, (2, 2, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("op, args, reference, shape", CALLS, ids=[c[0].__name__ for c in CALLS])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.complex128, "V3"])
+def test_repeated_calls(op, args, reference, shape, dtype):
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, int(np.prod(shape)) * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype).reshape(shape)
+    expected = reference(data, *args)
+    for _ in range(3):  # the first call makes the recipe, the others use it
+        got = op(data, *args)
+        assert got.tobytes() == expected.tobytes() and got.shape == expected.shape and got.flags.c_contiguous
+        out = np.full(expected.shape, 0, dtype)
+        assert op(data, *args, out=out) is out and out.tobytes() == expected.tobytes()
+        strided_out = np.zeros(expected.shape[:-1] + (2 * expected.shape[-1],), dtype)[..., ::2]
+        assert op(data, *args, out=strided_out) is strided_out and np.ascontiguousarray(strided_out).tobytes() == expected.tobytes()
+        other = np.asfortranarray(data)  # another layout: another recipe
+        assert op(other, *args).tobytes() == expected.tobytes()
+    assert any(k[0] == op.__name__ for k in recipes.RECIPES)
+
+
+def test_parameter_types_are_checked_on_every_call():
+    x = np.zeros((1, 1, 4, 4))
+    dm.space_to_depth(x, "blocks_first", 1)
+    dm.space_to_depth(x, "blocks_first", 2)
+    with pytest.raises(TypeError):
+        dm.space_to_depth(x, "blocks_first", True)
+    with pytest.raises(TypeError):
+        dm.space_to_depth(x, "blocks_first", 2.0)
+    y = np.zeros((4, 2))
+    dm.batch_to_space(y, [1, 2], [0, 1], [0, 1])
+    with pytest.raises(TypeError):
+        dm.batch_to_space(y, [1, 2.0], [0, 1], [0, 1])
+    with pytest.raises(TypeError):
+        dm.batch_to_space(y, [1, 2], [0, True], [0, 1])
+    # integer arrays work, without a recipe
+    assert np.array_equal(dm.batch_to_space(y, np.array([1, 2]), [0, 1], [0, 1]), dm.batch_to_space(y, [1, 2], [0, 1], [0, 1]))
+
+
+def test_out_is_checked_on_every_call():
+    x = np.arange(16.0).reshape(1, 1, 4, 4)
+    good = np.empty((1, 4, 2, 2))
+    dm.space_to_depth(x, "blocks_first", 2, out=good)
+    for bad, message in ((np.empty((1, 4, 2, 3)), "out.shape"), (np.empty((1, 4, 2, 2), np.float32), "out.dtype")):
+        with pytest.raises(dm.DataMoveError, match=message):
+            dm.space_to_depth(x, "blocks_first", 2, out=bad)
+    frozen = np.empty((1, 4, 2, 2))
+    frozen.flags.writeable = False
+    with pytest.raises(dm.DataMoveError, match="writeable"):
+        dm.space_to_depth(x, "blocks_first", 2, out=frozen)
+    with pytest.raises(TypeError, match="out must be"):
+        dm.space_to_depth(x, "blocks_first", 2, out=[0])
+    # out overlapping the input: the input is copied first
+    buffer = np.arange(32.0)
+    data = buffer[:16].reshape(1, 1, 4, 4)
+    expected = ref.space_to_depth(data.copy(), "blocks_first", 2)
+    for _ in range(2):
+        buffer[:16] = np.arange(16.0)
+        out = buffer[8:24].reshape(1, 4, 2, 2)
+        dm.space_to_depth(data, "blocks_first", 2, out=out)
+        assert np.array_equal(out, expected)
+
+
+def test_the_cache_is_bounded():
+    for n in range(1, recipes._MAX + 40):
+        dm.space_to_batch(np.zeros((1, n), np.uint8), [1, 1], [0, 0], [0, 0])
+    assert len(recipes.RECIPES) <= recipes._MAX
