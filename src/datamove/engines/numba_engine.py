@@ -24,7 +24,7 @@ import numpy as np
 
 from ..plans import Plan
 from . import numpy_engine
-from .strided import LoopNest, lower, lower_fill, word_view
+from .strided import LoopNest, _address, lower, lower_fill, word_view
 
 __all__ = ["execute", "can_take"]
 
@@ -39,14 +39,14 @@ def can_take(array: object) -> bool:
 
 
 def _calls(nest: LoopNest, threads: int):
-    """Yield the kernel arguments ``(outer, loop2, chunk, loop1, loop0, src shift, dst shift)``.
+    """Yield the kernel arguments ``(outer, loop3, chunk, loop2, loop1, loop0, src shift, dst shift)``.
 
-    The innermost three loops are written out in the kernels; the rest are
+    The innermost four loops are written out in the kernels; the rest are
     ``outer`` rows. A lone long innermost loop is cut into chunks so the
     threads can share it (the remainder is a second call).
     """
     loops = [list(l) for l in nest.loops]
-    while len(loops) < 3:
+    while len(loops) < 4:
         loops.insert(0, [1, 0, 0])
     n0, s0, d0 = loops[-1]
     if _count(loops[:-1]) < _TASKS_PER_THREAD * threads and n0 >= 2 * _TASK_WORDS and nest.pattern in ("contiguous", "strided", "fill"):
@@ -58,15 +58,16 @@ def _calls(nest: LoopNest, threads: int):
             for call in _calls(nest._replace(loops=tuple(map(tuple, tail))), threads):
                 yield call[:-2] + (call[-2] + chunks * _TASK_WORDS * s0, call[-1] + chunks * _TASK_WORDS * d0)
         return
-    outer, loop2, loop1, loop0 = loops[:-3], loops[-3], loops[-2], loops[-1]
+    outer, loop3, loop2, loop1, loop0 = loops[:-4], loops[-4], loops[-3], loops[-2], loops[-1]
     rows = _count(outer)
-    chunk = max(1, min(loop2[0], _TASK_WORDS // max(1, loop1[0] * loop0[0])))
-    while chunk > 1 and rows * -(-loop2[0] // chunk) < _TASKS_PER_THREAD * threads:
+    chunk = max(1, min(loop3[0], _TASK_WORDS // max(1, loop2[0] * loop1[0] * loop0[0])))
+    while chunk > 1 and rows * -(-loop3[0] // chunk) < _TASKS_PER_THREAD * threads:
         chunk = (chunk + 1) // 2
     yield (
         np.array(outer, dtype=np.int64).reshape(-1, 3),
-        np.array(loop2, dtype=np.int64),
+        np.array(loop3, dtype=np.int64),
         chunk,
+        np.array(loop2, dtype=np.int64),
         np.array(loop1, dtype=np.int64),
         np.array(loop0, dtype=np.int64),
         0,
@@ -84,6 +85,34 @@ def _count(loops) -> int:
 _PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3}
 
 
+def _program(plan: Plan, data: np.ndarray, out: np.ndarray, threads: int):
+    """The kernel calls of ``plan`` on these arrays: ``[(word, pattern, block, is_fill, calls)]``.
+
+    Kept per (plan, layouts, item size, alignments, threads), so a repeated
+    call skips the lowering.
+    """
+    key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, _address(data) % 8, _address(out) % 8, threads)
+    program = _PROGRAMS.get(key)
+    if program is None:
+        program = []
+        for src, dst in plan.copies:
+            nest = lower(data, out, src, dst)
+            calls = [call[:-2] + (nest.src_start + call[-2], nest.dst_start + call[-1]) for call in _calls(nest, threads)]
+            program.append((nest.word, _PATTERNS[nest.pattern], nest.block, False, calls))
+        for view in plan.fills:
+            nest = lower_fill(out, view)
+            calls = [call[:-2] + (0, nest.dst_start + call[-1]) for call in _calls(nest, threads)]
+            program.append((nest.word, _FILL, 0, True, calls))
+        _PROGRAMS[key] = program
+        if len(_PROGRAMS) > 256:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+    return program
+
+
+_PROGRAMS: dict = {}
+_FILL = 4
+
+
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Write ``plan`` applied to ``data`` into ``out`` (shape ``plan.out_shape``, dtype of data)."""
     if data.dtype.hasobject or data.dtype.itemsize == 0:
@@ -91,16 +120,11 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     from . import numba_kernels as kernels
 
     threads = kernels.numba.get_num_threads()
-    for src, dst in plan.copies:
-        nest = lower(data, out, src, dst)
-        source, target = word_view(data, nest.word), word_view(out, nest.word)
-        run = kernels.kernel(_PATTERNS[nest.pattern], nest.block)
-        for outer, loop2, chunk, loop1, loop0, a, b in _calls(nest, threads):
-            run(source, nest.src_start + a, target, nest.dst_start + b, outer, loop2, chunk, loop1, loop0, target.dtype.type(0), threads)
-    for view in plan.fills:
-        nest = lower_fill(out, view)
-        target = word_view(out, nest.word)
-        run = kernels.kernel(kernels.FILL)
-        for outer, loop2, chunk, loop1, loop0, _, b in _calls(nest, threads):
-            run(target, 0, target, nest.dst_start + b, outer, loop2, chunk, loop1, loop0, target.dtype.type(0), threads)
+    for word, pattern, block, is_fill, calls in _program(plan, data, out, threads):
+        target = word_view(out, word)
+        source = target if is_fill else word_view(data, word)
+        run = kernels.kernel(pattern, block)
+        zero = target.dtype.type(0)
+        for outer, loop3, chunk, loop2, loop1, loop0, a, b in calls:
+            run(source, a, target, b, outer, loop3, chunk, loop2, loop1, loop0, zero, threads)
     return out

@@ -1,8 +1,9 @@
 """The compiled kernels: strided copies and zero fills over flat word arrays.
 
 Every kernel walks a loop nest (see :mod:`datamove.engines.strided`) the same
-way: the outer loops, flattened, and chunks of loop 2 form the tasks, shared
-among the threads in contiguous ranges; loops 1 and 0 are the inner tile. The
+way: the outer loops, flattened, and chunks of loop 3 form the tasks, shared
+among the threads in contiguous ranges; loops 3 and 2 run inside a task, and
+loops 1 and 0 are the inner tile. The
 tile is specialised by its *pattern*:
 
 * ``CONTIGUOUS``: loop 0 contiguous on both sides (a ``memcpy`` per row);
@@ -82,24 +83,28 @@ def _make(pattern: int, block: int):
     # ``pattern`` and ``block`` are closure constants: Numba compiles them in,
     # and its cache keys on them.
     @numba.njit(**_OPTIONS)
-    def run(src, src_start, dst, dst_start, outer, loop2, chunk, loop1, loop0, value, threads):
+    def run(src, src_start, dst, dst_start, outer, loop3, chunk, loop2, loop1, loop0, value, threads):
         rows = np.int64(1)
         for k in range(outer.shape[0]):
             rows *= outer[k, 0]
+        n3, s3, d3 = loop3[0], loop3[1], loop3[2]
         n2, s2, d2 = loop2[0], loop2[1], loop2[2]
         n1, s1, d1 = loop1[0], loop1[1], loop1[2]
         n0, s0, d0 = loop0[0], loop0[1], loop0[2]
-        chunks = (n2 + chunk - 1) // chunk
+        chunks = (n3 + chunk - 1) // chunk
         total = rows * chunks
         workers = max(1, min(threads, total))
         for worker in numba.prange(workers):
             for task in range(total * worker // workers, total * (worker + 1) // workers):
                 row = task // chunks
                 first = (task - row * chunks) * chunk
-                a, b = _offsets(outer, row, src_start, dst_start)
-                for k in range(first, min(n2, first + chunk)):
-                    ak = a + k * s2
-                    bk = b + k * d2
+                a3, b3 = _offsets(outer, row, src_start, dst_start)
+                for m in range(first * n2, min(n3, first + chunk) * n2):
+                    # loops 3 and 2 walked as one: m = index3 * n2 + index2
+                    index3 = m // n2
+                    index2 = m - index3 * n2
+                    ak = a3 + index3 * s3 + index2 * s2
+                    bk = b3 + index3 * d3 + index2 * d2
                     if pattern == GATHER:
                         for i in range(n0):
                             for j in range(block):
@@ -137,8 +142,8 @@ def _make(pattern: int, block: int):
 def kernel(pattern: int, block: int = 0):
     """The kernel for a tile ``pattern`` (and ``block``, for GATHER / SCATTER).
 
-    Its arguments: ``(src, src_start, dst, dst_start, outer, loop2, chunk,
-    loop1, loop0, value, threads)``; ``outer`` is an ``(m, 3)`` int64 array of
+    Its arguments: ``(src, src_start, dst, dst_start, outer, loop3, chunk,
+    loop2, loop1, loop0, value, threads)``; ``outer`` is an ``(m, 3)`` int64 array of
     ``(count, src stride, dst stride)`` rows, the loops are such rows, strides
     in words. ``value`` is the fill value (FILL only; ``src`` is then ignored).
     """

@@ -194,6 +194,11 @@ def word_view(array: np.ndarray, word: int) -> Optional[np.ndarray]:
     """
     if array.size == 0:
         return None
+    if array.flags.c_contiguous and array.nbytes % word == 0:
+        try:
+            return np.frombuffer(array, _WORDS[word])  # the common case, without the span arithmetic
+        except (BufferError, TypeError, ValueError):  # a dtype the buffer protocol cannot describe
+            pass
     lowest = _lowest_offset(array)
     highest = sum((n - 1) * s for n, s in zip(array.shape, array.strides) if s > 0)
     span = highest - lowest + array.dtype.itemsize
