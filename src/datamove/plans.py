@@ -27,7 +27,7 @@ import math
 from functools import lru_cache
 from typing import List, NamedTuple, Sequence, Tuple
 
-__all__ = ["View", "Plan", "batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
+__all__ = ["View", "Window", "Plan", "batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
 
 class View(NamedTuple):
@@ -41,10 +41,35 @@ class View(NamedTuple):
         return tuple(count for _, count, _ in self.dims)
 
 
+class Window(NamedTuple):
+    """A copy over whole blocks of the last axis that keeps only positions ``lo <= t < hi``.
+
+    ``src`` and ``dst`` end with the last axis's two index dims ``(d, b)``;
+    ``t = d * B + b`` counts positions along that axis of the "space" tensor
+    from the start of the whole blocks. SpaceToBatch (``space == "src"``)
+    reads ``data[t - lo]`` there and writes zeros outside the window, so its
+    padding along the last axis is written in the same pass; BatchToSpace
+    (``space == "dst"``) writes ``out[t - lo]`` and skips what is cropped.
+    The ``space`` view's start along the last axis is ``-lo`` (it may be
+    negative: an engine only touches positions inside the window).
+    """
+
+    src: View
+    dst: View
+    lo: int
+    hi: int
+    space: str
+
+
 class Plan(NamedTuple):
     out_shape: Tuple[int, ...]
     copies: Tuple[Tuple[View, View], ...]
     fills: Tuple[View, ...]
+    # The same work with the last axis in windows (see Window), for engines
+    # that take them: ``windows`` and ``window_fills`` together replace
+    # ``copies`` and ``fills``. Empty when the op has no such form.
+    windows: Tuple[Window, ...] = ()
+    window_fills: Tuple[View, ...] = ()
 
 
 class _Piece(NamedTuple):
@@ -115,6 +140,23 @@ def _space_batch_views(rank, batch, block_shape, region_pieces):
         yield View(tuple(space_start), tuple(space_dims)), View(tuple(batch_start), tuple(batch_dims))
 
 
+def _windows(rank, batch, block_shape, region_pieces, last_lo, last_hi, last_count, space):
+    """Windows: the pieces of every axis but the last, times the last axis's whole blocks.
+
+    ``last_count`` whole blocks of the last axis, positions ``[last_lo, last_hi)`` kept.
+    """
+    if rank < 2 or batch == 0 or last_count == 0 or last_hi <= last_lo:
+        return ()
+    whole = _Piece(0, last_count, 0, block_shape[rank - 1], -last_lo)
+    windows = []
+    for space_view, batch_view in _space_batch_views(rank, batch, block_shape, list(region_pieces) + [[whole]]):
+        if space == "src":
+            windows.append(Window(space_view, batch_view, last_lo, last_hi, space))
+        else:
+            windows.append(Window(batch_view, space_view, last_lo, last_hi, space))
+    return tuple(windows)
+
+
 @lru_cache(maxsize=256)
 def batch_to_space(data_shape, out_shape, block_shape, crops_begin, crops_end) -> Plan:
     """Plan of BatchToSpace-2: ``out[n, d*B + b - CB]`` comes from ``data[(b, n), d]``, cropped.
@@ -131,7 +173,10 @@ def batch_to_space(data_shape, out_shape, block_shape, crops_begin, crops_end) -
         (src, dst)
         for dst, src in _space_batch_views(len(out_shape), batch, block_shape, pieces)
     )
-    return Plan(tuple(out_shape), copies, ())
+    rank = len(out_shape)
+    lo, hi = region[-1] if region else (0, 0)
+    windows = _windows(rank, batch, block_shape, pieces[:-1], lo, hi, data_shape[-1], "dst")
+    return Plan(tuple(out_shape), copies, (), windows)
 
 
 @lru_cache(maxsize=256)
@@ -171,7 +216,17 @@ def space_to_batch(data_shape, out_shape, block_shape, pads_begin, pads_end) -> 
                 start[0] += piece.b0 * steps[i - 1]
                 dims += [(i, piece.d_count, 1), (0, piece.b_count, steps[i - 1])]
             fills.append(View(tuple(start), tuple(dims)))
-    return Plan(tuple(out_shape), copies, tuple(fills))
+    lo, hi = region[-1] if region else (0, 0)
+    windows = _windows(rank, batch, block_shape, inside[:-1], lo, hi, out_shape[-1], "src")
+    # With windows the last axis's padding is written by them: keep the fills
+    # of the other axes, those whose slab leaves the last axis whole.
+    last = rank - 1
+    window_fills = tuple(f for f in fills if _spans_last_axis(f, last, out_shape[last])) if windows else ()
+    return Plan(tuple(out_shape), copies, tuple(fills), windows, window_fills)
+
+
+def _spans_last_axis(view: View, last: int, count: int) -> bool:
+    return view.start[last] == 0 and sum(n for axis, n, _ in view.dims if axis == last) == count
 
 
 def _depth_views(space_shape, depth_shape, mode, block_size):

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..plans import Plan
 from . import numpy_engine
-from .strided import LoopNest, _address, lower, lower_fill, word_view
+from .strided import LoopNest, _address, lower, lower_fill, lower_window, word_view
 
 __all__ = ["execute", "can_take"]
 
@@ -82,7 +82,7 @@ def _count(loops) -> int:
     return total
 
 
-_PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3}
+_PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "gather_window": 5, "scatter_window": 6}
 
 
 def _program(plan: Plan, data: np.ndarray, out: np.ndarray, threads: int):
@@ -94,18 +94,38 @@ def _program(plan: Plan, data: np.ndarray, out: np.ndarray, threads: int):
     key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, _address(data) % 8, _address(out) % 8, threads)
     program = _PROGRAMS.get(key)
     if program is None:
+        program = _windowed(plan, data, out, threads) if plan.windows else None
+    if program is None:
         program = []
         for src, dst in plan.copies:
             nest = lower(data, out, src, dst)
             calls = [call[:-2] + (nest.src_start + call[-2], nest.dst_start + call[-1]) for call in _calls(nest, threads)]
-            program.append((nest.word, _PATTERNS[nest.pattern], nest.block, False, calls))
+            program.append((nest.word, _PATTERNS[nest.pattern], nest.block, False, calls, 0, 0))
         for view in plan.fills:
             nest = lower_fill(out, view)
             calls = [call[:-2] + (0, nest.dst_start + call[-1]) for call in _calls(nest, threads)]
-            program.append((nest.word, _FILL, 0, True, calls))
+            program.append((nest.word, _FILL, 0, True, calls, 0, 0))
+    if key not in _PROGRAMS:
         _PROGRAMS[key] = program
         if len(_PROGRAMS) > 256:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
+    return program
+
+
+def _windowed(plan: Plan, data: np.ndarray, out: np.ndarray, threads: int):
+    """The program of ``plan.windows`` and ``plan.window_fills``, or None if a window cannot be lowered."""
+    program = []
+    for window in plan.windows:
+        nest = lower_window(data, out, window)
+        if nest is None:
+            return None
+        calls = [call[:-2] + (nest.src_start + call[-2], nest.dst_start + call[-1])
+                 for call in _calls(LoopNest(nest.word, 0, 0, nest.loops, "window", nest.block), threads)]
+        program.append((nest.word, _PATTERNS[nest.pattern], nest.block, False, calls, nest.lo, nest.hi))
+    for view in plan.window_fills:
+        nest = lower_fill(out, view)
+        calls = [call[:-2] + (0, nest.dst_start + call[-1]) for call in _calls(nest, threads)]
+        program.append((nest.word, _FILL, 0, True, calls, 0, 0))
     return program
 
 
@@ -120,11 +140,11 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     from . import numba_kernels as kernels
 
     threads = kernels.numba.get_num_threads()
-    for word, pattern, block, is_fill, calls in _program(plan, data, out, threads):
+    for word, pattern, block, is_fill, calls, lo, hi in _program(plan, data, out, threads):
         target = word_view(out, word)
         source = target if is_fill else word_view(data, word)
         run = kernels.kernel(pattern, block)
         zero = target.dtype.type(0)
         for outer, loop3, chunk, loop2, loop1, loop0, a, b in calls:
-            run(source, a, target, b, outer, loop3, chunk, loop2, loop1, loop0, zero, threads)
+            run(source, a, target, b, outer, loop3, chunk, loop2, loop1, loop0, zero, threads, lo, hi)
     return out

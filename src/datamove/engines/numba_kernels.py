@@ -11,7 +11,13 @@ tile is specialised by its *pattern*:
   with loop 1 the block offset, the output gets ``B`` contiguous rows
   (SpaceToDepth, SpaceToBatch);
 * ``SCATTER`` with block ``B``: the mirror image (DepthToSpace, BatchToSpace);
-* ``STRIDED``: anything else.
+* ``STRIDED``: anything else;
+* ``GATHER_WINDOW`` / ``SCATTER_WINDOW``: SpaceToBatch's / BatchToSpace's
+  last axis in whole blocks (loop 0 the block index ``d``, loop 1 the
+  offset ``b``), keeping positions ``lo <= t = d * B + b < hi`` of the
+  contiguous "space" row: SpaceToBatch writes zeros outside (its padding, in
+  the same pass), BatchToSpace skips them (its crop). The blocks wholly
+  inside run as GATHER / SCATTER tiles; only the edge blocks test ``t``.
 
 ``B`` is a compile-time constant, so LLVM turns the tile into wide loads,
 shuffles and wide stores: that is what brings a permutation to the speed of a
@@ -31,9 +37,9 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["CONTIGUOUS", "GATHER", "SCATTER", "STRIDED", "FILL", "BLOCKS", "kernel"]
+__all__ = ["CONTIGUOUS", "GATHER", "SCATTER", "STRIDED", "FILL", "GATHER_WINDOW", "SCATTER_WINDOW", "BLOCKS", "kernel"]
 
-CONTIGUOUS, GATHER, SCATTER, STRIDED, FILL = range(5)
+CONTIGUOUS, GATHER, SCATTER, STRIDED, FILL, GATHER_WINDOW, SCATTER_WINDOW = range(7)
 #: The block sizes with specialised GATHER / SCATTER tiles.
 BLOCKS = (2, 3, 4)
 
@@ -83,7 +89,7 @@ def _make(pattern: int, block: int):
     # ``pattern`` and ``block`` are closure constants: Numba compiles them in,
     # and its cache keys on them.
     @numba.njit(**_OPTIONS)
-    def run(src, src_start, dst, dst_start, outer, loop3, chunk, loop2, loop1, loop0, value, threads):
+    def run(src, src_start, dst, dst_start, outer, loop3, chunk, loop2, loop1, loop0, value, threads, lo, hi):
         rows = np.int64(1)
         for k in range(outer.shape[0]):
             rows *= outer[k, 0]
@@ -113,6 +119,37 @@ def _make(pattern: int, block: int):
                         for i in range(n0):
                             for j in range(block):
                                 _store(dst, bk + i * block + j, _load(src, ak + j * s1 + i))
+                    elif pattern == GATHER_WINDOW or pattern == SCATTER_WINDOW:
+                        size = block if block else n1
+                        inner_first = min(n0, (lo + size - 1) // size)  # blocks [inner_first, inner_last) lie inside
+                        inner_last = max(inner_first, min(n0, hi // size))
+                        for edge in range(2):  # the blocks before and after the inside ones
+                            for i in range(0 if edge == 0 else inner_last, inner_first if edge == 0 else n0):
+                                for j in range(size):
+                                    t = i * size + j
+                                    if pattern == GATHER_WINDOW:
+                                        if lo <= t < hi:
+                                            _store(dst, bk + j * d1 + i * d0, _load(src, ak + t))
+                                        else:
+                                            _store(dst, bk + j * d1 + i * d0, value)
+                                    elif lo <= t < hi:
+                                        _store(dst, bk + t, _load(src, ak + j * s1 + i * s0))
+                        if pattern == GATHER_WINDOW and d0 == 1:
+                            for i in range(inner_first, inner_last):
+                                for j in range(size):
+                                    _store(dst, bk + j * d1 + i, _load(src, ak + i * size + j))
+                        elif pattern == GATHER_WINDOW:
+                            for i in range(inner_first, inner_last):
+                                for j in range(size):
+                                    _store(dst, bk + j * d1 + i * d0, _load(src, ak + i * size + j))
+                        elif s0 == 1:
+                            for i in range(inner_first, inner_last):
+                                for j in range(size):
+                                    _store(dst, bk + i * size + j, _load(src, ak + j * s1 + i))
+                        else:
+                            for i in range(inner_first, inner_last):
+                                for j in range(size):
+                                    _store(dst, bk + i * size + j, _load(src, ak + j * s1 + i * s0))
                     elif pattern == CONTIGUOUS:
                         for j in range(n1):
                             aj = ak + j * s1
@@ -143,8 +180,9 @@ def kernel(pattern: int, block: int = 0):
     """The kernel for a tile ``pattern`` (and ``block``, for GATHER / SCATTER).
 
     Its arguments: ``(src, src_start, dst, dst_start, outer, loop3, chunk,
-    loop2, loop1, loop0, value, threads)``; ``outer`` is an ``(m, 3)`` int64 array of
+    loop2, loop1, loop0, value, threads, lo, hi)``; ``outer`` is an ``(m, 3)`` int64 array of
     ``(count, src stride, dst stride)`` rows, the loops are such rows, strides
-    in words. ``value`` is the fill value (FILL only; ``src`` is then ignored).
+    in words. ``value`` is the fill value (FILL and GATHER_WINDOW; FILL ignores
+    ``src``); ``lo, hi`` the window (the WINDOW patterns only).
     """
     return _make(pattern, block)

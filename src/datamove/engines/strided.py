@@ -179,6 +179,45 @@ def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True) -> LoopN
     return LoopNest(word, 0, start // word, tuple(tuple(l) for l in loops), "fill")
 
 
+class WindowNest(NamedTuple):
+    word: int  # the item size: positions in the window count items
+    src_start: int
+    dst_start: int
+    loops: Tuple[Loop, ...]  # ..., (B, b strides), (blocks, d strides): loops 1 and 0
+    pattern: str  # "gather_window" or "scatter_window"
+    block: int
+    lo: int
+    hi: int
+
+
+def lower_window(src_array: np.ndarray, dst_array: np.ndarray, window) -> Optional[WindowNest]:
+    """The loop nest of a :class:`~datamove.plans.Window`, or None when the kernels cannot take it.
+
+    They take it when the space side's last axis is contiguous and items are
+    1, 2, 4 or 8 bytes, aligned: then a position ``t`` of the window is the
+    word at ``start + t``.
+    """
+    itemsize = src_array.dtype.itemsize
+    space = src_array if window.space == "src" else dst_array
+    if itemsize not in _WORDS or space.strides[-1] != itemsize:
+        return None
+    src_start, src_loops = _byte_loops(src_array, window.src)
+    dst_start, dst_loops = _byte_loops(dst_array, window.dst)
+    loops = [[n, s, d] for (n, s), (_, d) in zip(src_loops, dst_loops)]
+    values = [src_start, dst_start, _address(src_array), _address(dst_array)] + [x for l in loops for x in l[1:]]
+    if any(v % itemsize for v in values):
+        return None
+    words = [[l[0], l[1] // itemsize, l[2] // itemsize] for l in loops]
+    blocks, offsets = words[-2], words[-1]
+    rest = _merge(words[:-2])
+    side = 1 if window.space == "src" else 2  # follow the contiguous space side
+    rest = sorted(rest, key=lambda l: (abs(l[side]), abs(l[3 - side])), reverse=True)
+    pattern = "gather_window" if window.space == "src" else "scatter_window"
+    block = offsets[0] if offsets[0] in BLOCKS else 0
+    return WindowNest(itemsize, src_start // itemsize, dst_start // itemsize, tuple(map(tuple, rest + [offsets, blocks])),
+                      pattern, block, window.lo, window.hi)
+
+
 def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0] + _lowest_offset(array)
 
