@@ -84,3 +84,63 @@ def test_crop_splits_an_axis_into_at_most_three_pieces():
 def test_plans_are_cached():
     args = ((2, 4, 4, 4), (2, 16, 2, 2), "depth_first", 2)
     assert plans.space_to_depth(*args) is plans.space_to_depth(*args)
+
+
+def _window_indices(view, window_dims_last_axis, lo, hi, block):
+    """Element indices of ``view`` whose last-axis position t = d * B + b lies in [lo, hi), plus the mask."""
+    index = [np.full(view.shape, s) for s in view.start]
+    grid = np.indices(view.shape)
+    for k, (axis, _, step) in enumerate(view.dims):
+        index[axis] = index[axis] + grid[k] * step
+    t = grid[-2] * block + grid[-1]
+    return index, (lo <= t) & (t < hi)
+
+
+def _apply_windows(plan, data, out_shape, block_last):
+    """Execute ``plan.windows`` and ``plan.window_fills`` in NumPy, counting writes."""
+    out = np.full(out_shape, -1, np.int64)
+    writes = np.zeros(out_shape, np.int64)
+    for window in plan.windows:
+        src_index, inside = _window_indices(window.src, None, window.lo, window.hi, block_last)
+        dst_index, _ = _window_indices(window.dst, None, window.lo, window.hi, block_last)
+        if window.space == "src":  # S2B: every position written, zeros outside the window
+            for axis, ix in enumerate(dst_index):
+                assert ((0 <= ix) & (ix < out_shape[axis])).all()
+            src_in = tuple(np.where(inside, ix, 0) for ix in src_index)
+            for axis, ix in enumerate(src_in):
+                assert ((0 <= ix) & (ix < data.shape[axis])).all()
+            out[tuple(dst_index)] = np.where(inside, data[src_in], 0)
+            np.add.at(writes, tuple(dst_index), 1)
+        else:  # B2S: only the window is written
+            for axis, ix in enumerate(src_index):
+                assert ((0 <= ix) & (ix < data.shape[axis])).all()
+            dst_in = tuple(ix[inside] for ix in dst_index)
+            out[dst_in] = data[tuple(ix[inside] for ix in src_index)]
+            np.add.at(writes, dst_in, 1)
+    for view in plan.window_fills:
+        index = [np.full(view.shape, s) for s in view.start]
+        grid = np.indices(view.shape)
+        for k, (axis, _, step) in enumerate(view.dims):
+            index[axis] = index[axis] + grid[k] * step
+        out[tuple(index)] = 0
+        np.add.at(writes, tuple(index), 1)
+    return out, writes
+
+
+@settings(max_examples=200, deadline=None)
+@given(space_batch_case(max_size=2000))
+def test_windows_do_the_same_work(case):
+    import reference as ref
+
+    shape, block, begin, end = case
+    data = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+    out_shape = shapes.space_to_batch(shape, block, begin, end)
+    plan = plans.space_to_batch(shape, out_shape, tuple(block), tuple(begin), tuple(end))
+    if plan.windows:
+        out, writes = _apply_windows(plan, data, out_shape, block[-1])
+        assert (writes == 1).all() and np.array_equal(out, ref.space_to_batch(data, block, begin, end))
+    batched = ref.space_to_batch(data, block, begin, end)
+    back = plans.batch_to_space(out_shape, shape, tuple(block), tuple(begin), tuple(end))
+    if back.windows:
+        out, writes = _apply_windows(back, batched, shape, block[-1])
+        assert (writes == 1).all() and np.array_equal(out, data)

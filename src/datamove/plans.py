@@ -196,6 +196,7 @@ def space_to_batch(data_shape, out_shape, block_shape, pads_begin, pads_end) -> 
     # The padding is the complement of the data region: a slab per axis i where
     # axis i lies outside the region, the axes before it inside, those after anywhere.
     fills = []
+    fill_axes = []  # the axis each fill pads
     steps = _batch_steps(block_shape, batch)
     for axis in range(1, rank):
         full_length = out_shape[axis] * block_shape[axis]
@@ -216,17 +217,14 @@ def space_to_batch(data_shape, out_shape, block_shape, pads_begin, pads_end) -> 
                 start[0] += piece.b0 * steps[i - 1]
                 dims += [(i, piece.d_count, 1), (0, piece.b_count, steps[i - 1])]
             fills.append(View(tuple(start), tuple(dims)))
+            fill_axes.append(axis)
     lo, hi = region[-1] if region else (0, 0)
     windows = _windows(rank, batch, block_shape, inside[:-1], lo, hi, out_shape[-1], "src")
     # With windows the last axis's padding is written by them: keep the fills
     # of the other axes, those whose slab leaves the last axis whole.
     last = rank - 1
-    window_fills = tuple(f for f in fills if _spans_last_axis(f, last, out_shape[last])) if windows else ()
+    window_fills = tuple(f for f, axis in zip(fills, fill_axes) if axis != last) if windows else ()
     return Plan(tuple(out_shape), copies, tuple(fills), windows, window_fills)
-
-
-def _spans_last_axis(view: View, last: int, count: int) -> bool:
-    return view.start[last] == 0 and sum(n for axis, n, _ in view.dims if axis == last) == count
 
 
 def _depth_views(space_shape, depth_shape, mode, block_size):
