@@ -201,6 +201,7 @@ def test_word_view_spans_the_memory_of_any_layout():
 
 
 def test_auto_picks_numba_from_the_threshold():
+    assert engines.numba_ready(wait=True)
     small = np.zeros(engines.NUMBA_MIN_BYTES - 1, np.uint8).reshape(1, -1)
     large = np.zeros(engines.NUMBA_MIN_BYTES, np.uint8).reshape(1, -1)
     assert engines.select("auto", small).__module__.endswith("numpy_engine")
@@ -221,6 +222,25 @@ def test_no_temporary_arrays():
     tracemalloc.stop()
     output = 4 * 16 * 65 * 65 * 4 * 4
     assert peak <= output + (1 << 20), peak
+
+
+def test_first_large_call_runs_while_numba_loads():
+    code = (
+        "import sys, numpy as np, datamove as dm\n"
+        "from datamove import engines, recipes\n"
+        "x = np.arange(1 << 18, dtype=np.float32).reshape(1, 4, 256, 256)\n"
+        "first = dm.space_to_depth(x, 'depth_first', 2)\n"
+        "provisional = engines.provisional('auto', x)\n"
+        "assert engines.numba_ready(wait=True)\n"
+        "second = dm.space_to_depth(x, 'depth_first', 2)\n"
+        "assert (first == second).all() and first.shape == (1, 16, 128, 128)\n"
+        "assert engines.select('auto', x).__module__.endswith('numba_engine')\n"
+        "print(provisional, len(recipes.RECIPES))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    provisional, kept = result.stdout.split()
+    assert kept == "1"  # the provisional NumPy recipe was not kept
 
 
 def test_import_does_not_import_numba():

@@ -173,6 +173,8 @@ def store(recipe_key: Optional[Hashable], plan: Plan, data: np.ndarray, engine: 
         recipe = Recipe(plan, data, engine)
     except DataMoveError:
         return None
+    if engines.provisional(engine, data):
+        return recipe  # on NumPy only until Numba has loaded: not kept
     RECIPES[recipe_key] = recipe
     if len(RECIPES) > _MAX:
         RECIPES.popitem(last=False)

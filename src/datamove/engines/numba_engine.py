@@ -133,6 +133,20 @@ _PROGRAMS: dict = {}
 _FILL = 4
 
 
+def warm_up() -> None:
+    """Import Numba and load a kernel from its cache (compiling it if the cache is cold).
+
+    The first kernel loaded pays for Numba's own set-up; the others then load
+    in milliseconds.
+    """
+    from . import numba_kernels as kernels
+
+    words = np.zeros(8, np.uint8)
+    loop = np.array([1, 1, 1], np.int64)
+    kernels.kernel(kernels.CONTIGUOUS)(words, 0, words, 4, np.zeros((0, 3), np.int64), loop, 1, loop, loop,
+                                       np.array([4, 1, 1], np.int64), np.uint8(0), 1, 0, 0)
+
+
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Write ``plan`` applied to ``data`` into ``out`` (shape ``plan.out_shape``, dtype of data)."""
     if data.dtype.hasobject or data.dtype.itemsize == 0:
