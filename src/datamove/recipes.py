@@ -83,17 +83,20 @@ class Recipe:
       Numba engine; layouts without a buffer).
     """
 
-    def __init__(self, plan: Plan, data: np.ndarray, engine: str) -> None:
+    def __init__(self, plan: Plan, data: np.ndarray, engine: str, margins: Optional[Tuple[str, Tuple[int, ...], Tuple[int, ...], Tuple[int, ...]]] = None) -> None:
         self.out_shape = plan.out_shape
         self.dtype = data.dtype
         self.plan = plan
         self.execute = engines.select(engine, data)
         self.copies: Optional[List[Tuple[Any, _Strided, _Strided]]] = None
         self.fills: List[Tuple[Any, _Strided]] = []
-        self.gather: Optional[Tuple[Any, _Strided]] = None
+        self.gather: Optional[Tuple[Any, _Strided, bool]] = None
+        self.two_step: Optional[Callable[[np.ndarray], np.ndarray]] = None
         # Views on buffers need a C-contiguous input and plain items.
         if self.execute.__module__.endswith("numpy_engine") and data.flags.c_contiguous and not data.dtype.hasobject and data.dtype.itemsize:
             self._direct(plan, data)
+            if self.gather is None and margins is not None and self.dtype.kind in "biufcmM" and data.size:
+                self.two_step = _two_step(data, *margins)
 
     def _direct(self, plan: Plan, data: np.ndarray) -> None:
         from .engines.strided import lower, lower_fill
@@ -111,7 +114,10 @@ class Recipe:
             item = self.dtype if plain and word == self.dtype.itemsize else _WORDS[word]
             self.copies.append((item, (shape, src_strides, nest.src_start * word), (shape, dst_strides, nest.dst_start * word)))
             if len(plan.copies) == 1 and not plan.fills and nest.dst_start == 0 and _is_c_order(shape, dst_strides, word):
-                self.gather = (item, (shape, src_strides, nest.src_start * word))
+                # reshape() of a non-contiguous view copies it in C order: the result, in one call.
+                # A contiguous view would come back as a view of data, so it gets copy() first.
+                copy_first = _is_c_order(shape, src_strides, word) or item is not self.dtype
+                self.gather = (item, (shape, src_strides, nest.src_start * word), copy_first)
         for view in plan.fills:
             nest = lower_fill(out, view, aligned=False)
             word = nest.word
@@ -120,8 +126,12 @@ class Recipe:
 
     def __call__(self, data: np.ndarray, out: Any, check_out: Callable[..., None]) -> np.ndarray:
         if out is None:
+            if self.two_step is not None:
+                return self.two_step(data)
             if self.gather is not None:
-                item, (shape, strides, offset) = self.gather
+                item, (shape, strides, offset), copy_first = self.gather
+                if not copy_first:
+                    return np.ndarray(shape, item, data, offset, strides).reshape(self.out_shape)
                 result = np.ndarray(shape, item, data, offset, strides).copy()
                 if item is not self.dtype:
                     result = result.reshape(-1).view(np.uint8).view(self.dtype)
@@ -143,6 +153,54 @@ class Recipe:
         for item, (shape, strides, offset) in self.fills:
             np.ndarray(shape, item, out, offset, strides).fill(0)
         return out
+
+
+def _two_step(data: np.ndarray, op: str, block_shape: Tuple[int, ...], begin: Tuple[int, ...], end: Tuple[int, ...]):
+    """For a small call with crops or pads: two NumPy calls instead of one per piece.
+
+    BatchToSpace: the uncropped result (one strided view of the input,
+    copied by ``reshape``), then the cropped part of it copied out.
+    SpaceToBatch: the input copied into a zeroed padded array, then the
+    padded array's one strided view copied by ``reshape``. (The temporary is
+    small: this path is for arrays below the Numba threshold.)
+    """
+    from . import plans
+    from .engines.strided import lower
+
+    rank = data.ndim
+    zeros = (0,) * rank
+    if op == "batch_to_space":
+        full_shape = (data.shape[0] // int(np.prod(block_shape)),) + tuple(d * b for d, b in zip(data.shape[1:], block_shape[1:]))
+        plan = plans.batch_to_space(data.shape, full_shape, block_shape, zeros, zeros)
+        source_shape = data.shape
+        crop = tuple(slice(b, n - e) for b, n, e in zip(begin, full_shape, end))
+    else:
+        source_shape = tuple(d + b + e for d, b, e in zip(data.shape, begin, end))
+        full_shape = (source_shape[0] * int(np.prod(block_shape)),) + tuple(d // b for d, b in zip(source_shape[1:], block_shape[1:]))
+        plan = plans.space_to_batch(source_shape, full_shape, block_shape, zeros, zeros)
+        inside = tuple(slice(b, b + d) for b, d in zip(begin, data.shape))
+    if len(plan.copies) != 1:
+        return None
+    source = _c_layout(source_shape, data.dtype)
+    nest = lower(source, _c_layout(full_shape, data.dtype), *plan.copies[0], aligned=False)
+    if nest.word != data.dtype.itemsize:
+        return None
+    loops = sorted(nest.loops, key=lambda l: -l[2])
+    shape = tuple(l[0] for l in loops) or (1,)
+    strides = tuple(l[1] * nest.word for l in loops) or (0,)
+    offset = nest.src_start * nest.word
+    dtype = data.dtype
+    if op == "batch_to_space":
+        def run(data: np.ndarray) -> np.ndarray:
+            full = np.ndarray(shape, dtype, data, offset, strides).reshape(full_shape)
+            return full[crop].copy()
+    else:
+        def run(data: np.ndarray) -> np.ndarray:
+            padded = np.zeros(source_shape, dtype)
+            padded[inside] = data
+            result = np.ndarray(shape, dtype, padded, offset, strides).reshape(full_shape)
+            return result if result.flags.c_contiguous else result.copy()  # a view when nothing moved
+    return run
 
 
 def _is_c_order(shape: Tuple[int, ...], strides: Tuple[int, ...], word: int) -> bool:
@@ -169,8 +227,9 @@ def store(recipe_key: Optional[Hashable], plan: Plan, data: np.ndarray, engine: 
     """Make, keep and return the recipe of a validated call (None when it has no key)."""
     if recipe_key is None:
         return None
+    margins = recipe_key[:4] if recipe_key[0] in ("batch_to_space", "space_to_batch") else None
     try:
-        recipe = Recipe(plan, data, engine)
+        recipe = Recipe(plan, data, engine, margins)
     except DataMoveError:
         return None
     if engines.provisional(engine, data):
