@@ -130,7 +130,15 @@ def schedule(loops: List[List[int]], fill: bool = False) -> Tuple[str, int, List
     unit = [l for l in loops if l[2] == 1 and (fill or l[1] == 1)]
     if unit:
         inner = max(unit, key=lambda l: l[0])
-        return "contiguous", 0, following(2, [l for l in loops if l is not inner]) + [inner]
+        rest = [l for l in loops if l is not inner]
+        # Short runs (channels-last data): follow the side on which a block loop
+        # continues the run while jumping far on the other side, as the
+        # gather and scatter tiles do (SpaceToBatch reads on, BatchToSpace writes on).
+        def jump(side: int) -> int:
+            return max((abs(l[3 - side]) for l in rest if l[side] == inner[0]), default=-1)
+
+        side = 1 if not fill and inner[0] < 64 and jump(1) > jump(2) else 2
+        return "contiguous", 0, following(side, rest) + [inner]
     inner = min(loops, key=lambda l: (min(abs(l[side]), abs(l[2])), -l[0]))
     return "strided", 0, following(2, [l for l in loops if l is not inner]) + [inner]
 
