@@ -14,7 +14,7 @@ with status 2. This module is not imported by ``import datamove``.
 
 >>> parse_shape("?,4..8,6,..6")
 (None, Dim(4, 8), 6, Dim(0, 6))
->>> format_shape((None, Dim(16, 32), 3, Dim(4, None)))
+>>> format_shape((None, dims.Dim(16, 32), 3, dims.Dim(4, None)))
 '[?, 16..32, 3, 4..]'
 """
 
@@ -26,8 +26,8 @@ import re
 import sys
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from . import __version__, ops, shapes
-from .dims import Dim, DimLike, format_shape
+from . import __version__, dims, ops, shapes
+from .dims import DimLike, format_shape
 from .errors import DataMoveError
 
 __all__ = ["main", "build_parser", "parse_shape", "parse_vector", "format_shape"]
@@ -52,7 +52,6 @@ OPENVINO_NAMES = {
 
 _VECTORS = ("block_shape", "crops_begin", "crops_end", "pads_begin", "pads_end")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_INTERVAL = re.compile(r"([0-9]*)\s*\.\.\s*([0-9]*|\?)")
 _UNKNOWN_RANK = ("*", "...", "[...]")
 
 Shape = Optional[Tuple[DimLike, ...]]
@@ -86,50 +85,15 @@ def _integer(text: str, what: str) -> int:
 
 
 def parse_dim(text: str, what: str = "dim") -> DimLike:
-    """One dim of the command-line notation: ``3``, ``?``/``-1``, ``2..8``, ``4..``, ``..8``.
+    """One dim of the command-line notation (:func:`datamove.dims.parse_dim`), errors as CommandError.
 
-    Parameters
-    ----------
-    text : str
-        The dim as written.
-    what : str
-        Where it comes from, for error messages.
-
-    Returns
-    -------
-    int, None or Dim
-
-    Raises
-    ------
-    CommandError
-        Not in the notation, negative, or an empty interval.
-
-    Examples
-    --------
-    >>> parse_dim("3"), parse_dim("?"), parse_dim("-1"), parse_dim("2..8"), parse_dim("4.."), parse_dim("..8")
-    (3, None, None, Dim(2, 8), Dim(4, None), Dim(0, 8))
+    >>> parse_dim("3"), parse_dim("?"), parse_dim("2..8")
+    (3, None, Dim(2, 8))
     """
-    text = text.strip()
-    if text in ("?", "-1"):
-        return None
-    interval = _INTERVAL.fullmatch(text)
-    if interval:
-        low = int(interval[1]) if interval[1] else 0
-        high = int(interval[2]) if interval[2] not in ("", "?") else None
-        if high is not None and high < low:
-            raise CommandError(f"{what}: {text!r} is empty: its upper bound {high} is below its lower bound {low}")
-        try:
-            return Dim(low, high)
-        except DataMoveError as exc:  # past int64
-            raise CommandError(f"{what}: {exc}") from None
-    if not text:
-        raise CommandError(f"{what} is empty (write ? for an unknown dim)")
-    if not _INTEGER.fullmatch(text):
-        raise CommandError(f"{what}: {text!r} is not a dim (write 3, ?, 2..8, 4.. or ..8)")
-    value = int(text)
-    if value < 0:
-        raise CommandError(f"{what}: {value} is negative (write ? or -1 for an unknown dim)")
-    return value
+    try:
+        return dims.parse_dim(text, what)
+    except DataMoveError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def parse_shape(text: str, what: str = "--shape") -> Shape:

@@ -14,11 +14,12 @@ Dim(2, 8)
 from __future__ import annotations
 
 import operator
+import re
 from typing import Optional, Tuple, Union
 
 from .errors import DataMoveError
 
-__all__ = ["Dim", "DimLike", "INT64_MAX", "Interval", "as_interval", "to_dim", "format_dim", "format_shape"]
+__all__ = ["Dim", "DimLike", "INT64_MAX", "Interval", "as_interval", "to_dim", "format_dim", "format_shape", "parse_dim"]
 
 #: Largest value a dimension, a block product or a parameter may take (OpenVINO's int64).
 INT64_MAX = 2**63 - 1
@@ -147,3 +148,42 @@ def format_shape(shape: object) -> str:
     if shape is None:
         return "[...]"
     return "[" + ", ".join(format_dim(d) for d in shape) + "]"  # type: ignore[union-attr]
+
+
+# At most 20 digits: a longer number is past int64 anyway, and is refused before int() reads it.
+_INTEGER = re.compile(r"[+-]?[0-9]{1,20}")
+_INTERVAL = re.compile(r"([0-9]{0,20})\s*\.\.\s*([0-9]{0,20}|\?)")
+
+
+def parse_dim(text: str, what: str = "dim") -> DimLike:
+    """One dim as OpenVINO writes it: ``3``, ``?``/``-1`` (unknown), ``2..8``, ``4..``, ``..8``.
+
+    The inverse of :func:`format_dim`; the command line and the IR reader
+    both read dims with it. Raises :class:`DataMoveError` naming ``what``.
+
+    >>> parse_dim("3"), parse_dim("?"), parse_dim("-1"), parse_dim("2..8"), parse_dim("4.."), parse_dim(" ..8 ")
+    (3, None, None, Dim(2, 8), Dim(4, None), Dim(0, 8))
+    """
+    text = text.strip()
+    if text in ("?", "-1"):
+        return None
+    interval = _INTERVAL.fullmatch(text)
+    if interval:
+        low = int(interval[1]) if interval[1] else 0
+        high = int(interval[2]) if interval[2] not in ("", "?") else None
+        if high is not None and high < low:
+            raise DataMoveError(f"{what}: {text!r} is empty: its upper bound {high} is below its lower bound {low}")
+        try:
+            return low if high == low else Dim(low, high)
+        except DataMoveError as exc:  # past int64
+            raise DataMoveError(f"{what}: {exc}") from None
+    if not text:
+        raise DataMoveError(f"{what} is empty (write ? for an unknown dim)")
+    if not _INTEGER.fullmatch(text):
+        raise DataMoveError(f"{what}: {text[:40]!r} is not a dim (write 3, ?, 2..8, 4.. or ..8)")
+    value = int(text)
+    if value < 0:
+        raise DataMoveError(f"{what}: {value} is negative (write ? or -1 for an unknown dim)")
+    if value > INT64_MAX:
+        raise DataMoveError(f"{what}: {value} does not fit in int64")
+    return value

@@ -23,7 +23,7 @@ True
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Hashable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Hashable, List, Optional, Tuple
 
 import numpy as np
 

@@ -134,8 +134,6 @@ def _save_npz(file: Any, arrays: Dict[str, Any]) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """``datamove run MODEL.xml``: load the inputs, run, save an .npz, print one line per output."""
-    import numpy as np
-
     model = _read(args)
     inputs: Dict[str, Any] = {}
     for item in args.input:

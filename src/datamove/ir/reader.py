@@ -34,7 +34,7 @@ import re
 import xml.etree.ElementTree as ElementTree
 from typing import Dict, List, Optional, Tuple
 
-from ..dims import INT64_MAX, Dim, DimLike
+from ..dims import INT64_MAX, DimLike, parse_dim
 from ..errors import DataMoveError
 from .model import ELEMENT_TYPES, Layer, Model, Port
 
@@ -50,7 +50,6 @@ MAX_XML_DEPTH = 64
 Shape = Optional[Tuple[DimLike, ...]]
 
 _INTEGER = re.compile(r"[+-]?[0-9]{1,20}")
-_INTERVAL = re.compile(r"([0-9]{0,20})\.\.([0-9]{0,20}|\?)")
 
 #: Input and output port counts of the layer types datamove knows.
 PORT_COUNTS: Dict[str, Tuple[int, int]] = {
@@ -66,30 +65,6 @@ PORT_COUNTS: Dict[str, Tuple[int, int]] = {
 
 
 # ----------------------------------------------------------------- notation
-
-
-def parse_dim(text: str, where: str) -> DimLike:
-    """One dim as OpenVINO writes it: ``4``, ``-1``/``?`` (unknown), ``1..10``, ``..5``, ``2..``.
-
-    >>> parse_dim("-1", "dim"), parse_dim("2..", "dim"), parse_dim(" 7 ", "dim")
-    (None, Dim(2, None), 7)
-    """
-    text = text.strip()
-    if text in ("?", "-1"):
-        return None
-    interval = _INTERVAL.fullmatch(text)
-    if interval:
-        low = int(interval[1]) if interval[1] else 0
-        high = None if interval[2] in ("", "?") else int(interval[2])
-        if max(low, high or 0) > INT64_MAX or (high is not None and high < low):
-            raise DataMoveError(f"{where}: {text!r} is not a valid interval (0 <= low <= high <= 2**63 - 1)")
-        return Dim(low, high) if low != high else low
-    if not _INTEGER.fullmatch(text) or not 0 <= int(text) <= INT64_MAX:
-        raise DataMoveError(
-            f"{where}: {text[:40]!r} is not a dim (an integer from 0 to 2**63 - 1, -1 or ? for unknown, "
-            "or an interval 1..10, ..5, 2..)"
-        )
-    return int(text)
 
 
 def parse_dims(text: str, where: str) -> Shape:
