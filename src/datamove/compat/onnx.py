@@ -1,15 +1,16 @@
-"""ONNX's semantics: the ``SpaceToDepth`` and ``DepthToSpace`` operators (opsets 1-13).
+"""ONNX's semantics: the ``SpaceToDepth`` and ``DepthToSpace`` operators (opsets 1-28).
 
-ONNX is NCHW and 4-D only. ``DepthToSpace``'s ``mode`` maps onto the core op's:
-``"DCR"`` (the default) is ``"blocks_first"``, ``"CRD"`` is ``"depth_first"``.
-``SpaceToDepth`` has no mode; its channel order is DCR's (``"blocks_first"``),
-so it inverts ``DepthToSpace(mode="DCR")`` only: nothing in ONNX inverts CRD
-(PyTorch's ``pixel_unshuffle`` is ``space_to_depth(x, "depth_first", r)``).
+ONNX is NCHW and 4-D only. ``mode`` maps onto the core op's: ``"DCR"`` (the
+default) is ``"blocks_first"``, ``"CRD"`` is ``"depth_first"``. ``DepthToSpace``
+has had ``mode`` since opset 11; ``SpaceToDepth`` only since opset 28 (ONNX
+1.23): before, its channel order was always DCR's, so it inverted
+``DepthToSpace(mode="DCR")`` only, and PyTorch's ``pixel_unshuffle`` (which
+is ``SpaceToDepth(mode="CRD")``) had no ONNX operator.
 
-Not copied from ONNX: its shape inference accepts any ``mode`` and truncates
-a non-divisible dim (C = 7, blocksize 2 gives C' = 1), and its reference
-evaluator treats an unknown mode as CRD. Here both raise
-:class:`~datamove.DataMoveError`.
+Not copied from ONNX: its shape inference truncates a non-divisible dim
+(C = 7, blocksize 2 gives C' = 1) and, before opset 28, accepted any
+``mode``; its reference evaluator runs an unknown ``DepthToSpace`` mode as
+CRD. Here each raises :class:`~datamove.DataMoveError`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,20 @@ def _args(input: Any, blocksize: Any):
     return data, shape, size
 
 
-def space_to_depth(input: Any, blocksize: Any) -> Any:
+def _mode(mode: Any) -> str:
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a string, 'DCR' or 'CRD', got {type(mode).__name__} {mode!r}")
+    if mode not in MODES:
+        hint = ""
+        if mode.upper() in MODES:
+            hint = f" (ONNX modes are upper case: {mode.upper()!r})"
+        elif mode in MODES.values():
+            hint = f" ({mode!r} is datamove's name for {[k for k, v in MODES.items() if v == mode][0]!r})"
+        raise DataMoveError(f"mode must be 'DCR' or 'CRD', got {mode!r}{hint}")
+    return MODES[mode]
+
+
+def space_to_depth(input: Any, blocksize: Any, mode: str = "DCR") -> Any:
     """ONNX ``SpaceToDepth``: move ``blocksize`` x ``blocksize`` blocks of H, W into the channels.
 
     Parameters
@@ -44,23 +58,28 @@ def space_to_depth(input: Any, blocksize: Any) -> Any:
         ``[N, C, H, W]``, ``H`` and ``W`` divisible by ``blocksize``; any dtype.
     blocksize : int
         ``>= 1``.
+    mode : {"DCR", "CRD"}, default "DCR"
+        The output channels ordered ``(block row, block column, C)`` (DCR,
+        the only order before opset 28: the core op's ``"blocks_first"``) or
+        ``(C, block row, block column)`` (CRD, opset 28: ``"depth_first"``,
+        PyTorch's ``pixel_unshuffle``).
 
     Returns
     -------
     array
-        ``[N, C·bs², H/bs, W/bs]``, channels ordered ``(block row, block column, C)``:
-        ``datamove.space_to_depth(input, "blocks_first", blocksize)``.
+        ``[N, C·bs², H/bs, W/bs]``:
+        ``datamove.space_to_depth(input, "blocks_first" or "depth_first", blocksize)``.
 
     Raises
     ------
     DataMoveError
-        Not 4-D, ``blocksize < 1``, H or W not divisible by ``blocksize``.
+        Not 4-D, ``blocksize < 1``, H or W not divisible by ``blocksize``, an unknown mode.
     TypeError
-        A non-integer ``blocksize``.
+        A non-integer ``blocksize`` or a non-string ``mode``.
 
     See Also
     --------
-    depth_to_space : its inverse with ``mode="DCR"``.
+    depth_to_space : its inverse with the same mode.
 
     Examples
     --------
@@ -83,11 +102,12 @@ def space_to_depth(input: Any, blocksize: Any) -> Any:
             [[18., 19., 20.],
              [21., 22., 23.]]]], dtype=float32)
     """
+    core_mode = _mode(mode)
     data, (n, c, h, w), size = _args(input, blocksize)
     for name, dim in (("input.shape[2] = H", h), ("input.shape[3] = W", w)):
         if dim % size:
             raise DataMoveError(f"{name} = {dim} must be divisible by blocksize = {size}")
-    return ops.space_to_depth(data, "blocks_first", size)
+    return ops.space_to_depth(data, core_mode, size)
 
 
 def depth_to_space(input: Any, blocksize: Any, mode: str = "DCR") -> Any:
@@ -119,7 +139,7 @@ def depth_to_space(input: Any, blocksize: Any, mode: str = "DCR") -> Any:
 
     See Also
     --------
-    space_to_depth : the inverse of ``mode="DCR"``.
+    space_to_depth : the inverse with the same mode (CRD: opset 28).
 
     Examples
     --------
@@ -139,16 +159,8 @@ def depth_to_space(input: Any, blocksize: Any, mode: str = "DCR") -> Any:
            [ 3.,  9.,  4., 10.,  5., 11.],
            [15., 21., 16., 22., 17., 23.]], dtype=float32)
     """
-    if not isinstance(mode, str):
-        raise TypeError(f"mode must be a string, 'DCR' or 'CRD', got {type(mode).__name__} {mode!r}")
-    if mode not in MODES:
-        hint = ""
-        if mode.upper() in MODES:
-            hint = f" (ONNX modes are upper case: {mode.upper()!r})"
-        elif mode in MODES.values():
-            hint = f" ({mode!r} is datamove's name for {[k for k, v in MODES.items() if v == mode][0]!r})"
-        raise DataMoveError(f"mode must be 'DCR' or 'CRD', got {mode!r}{hint}")
+    core_mode = _mode(mode)
     data, (n, c, h, w), size = _args(input, blocksize)
     if c % (size * size):
         raise DataMoveError(f"input.shape[1] = C = {c} must be divisible by blocksize**2 = {size * size}")
-    return ops.depth_to_space(data, MODES[mode], size)
+    return ops.depth_to_space(data, core_mode, size)
