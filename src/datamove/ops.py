@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engines, plans, recipes, shapes
+from . import arrays, engines, plans, recipes, shapes
 from .errors import DataMoveError
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
@@ -24,8 +24,8 @@ def _as_array(data: Any) -> np.ndarray:
         return data
     if data is None or isinstance(data, (str, bytes, dict, set)):
         raise TypeError(f"data must be an array, got {type(data).__name__} {data!r:.80}")
-    if hasattr(data, "__array_namespace__") or hasattr(data, "__dlpack__"):
-        return data  # not converted: the engine choice says who can take it
+    if arrays.is_foreign(data):
+        return arrays.checked(data)  # not converted: datamove.arrays runs it in its own library
     try:
         return np.asarray(data)
     except Exception as exc:
@@ -49,7 +49,9 @@ def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:
         raise DataMoveError("out must be writeable, got a read-only array")
 
 
-def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = None) -> np.ndarray:
+def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = None, op: str = "", params: Any = None) -> np.ndarray:
+    if engine == "array_api" or not isinstance(data, np.ndarray):
+        return arrays.run(op, params, plan, data, out, engine, _check_out)  # other libraries, the generic path
     execute = engines.select(engine, data)
     recipe = recipes.store(recipe_key, plan, data, engine)
     if recipe is not None:
@@ -125,7 +127,7 @@ def batch_to_space(data, block_shape, crops_begin, crops_end, *, out=None, engin
     resolved = shapes.resolve_batch_to_space(data.shape, block_shape, crops_begin, crops_end)
     p = resolved.params
     plan = plans.batch_to_space(data.shape, resolved.public(), p["block_shape"], p["crops_begin"], p["crops_end"])
-    return _run(plan, data, out, engine, recipe_key)
+    return _run(plan, data, out, engine, recipe_key, "batch_to_space", p)
 
 
 def space_to_batch(data, block_shape, pads_begin, pads_end, *, out=None, engine="auto"):
@@ -165,7 +167,7 @@ def space_to_batch(data, block_shape, pads_begin, pads_end, *, out=None, engine=
     resolved = shapes.resolve_space_to_batch(data.shape, block_shape, pads_begin, pads_end)
     p = resolved.params
     plan = plans.space_to_batch(data.shape, resolved.public(), p["block_shape"], p["pads_begin"], p["pads_end"])
-    return _run(plan, data, out, engine, recipe_key)
+    return _run(plan, data, out, engine, recipe_key, "space_to_batch", p)
 
 
 def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
@@ -213,7 +215,7 @@ def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
     resolved = shapes.resolve_space_to_depth(data.shape, mode, block_size)
     p = resolved.params
     plan = plans.space_to_depth(data.shape, resolved.public(), p["mode"], p["block_size"])
-    return _run(plan, data, out, engine, recipe_key)
+    return _run(plan, data, out, engine, recipe_key, "space_to_depth", p)
 
 
 def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
@@ -256,4 +258,4 @@ def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
     resolved = shapes.resolve_depth_to_space(data.shape, mode, block_size)
     p = resolved.params
     plan = plans.depth_to_space(data.shape, resolved.public(), p["mode"], p["block_size"])
-    return _run(plan, data, out, engine, recipe_key)
+    return _run(plan, data, out, engine, recipe_key, "depth_to_space", p)
