@@ -202,6 +202,13 @@ def apply(op: str, params: Dict[str, Any], data: Any, xp: Any = None) -> Any:
     """
     if xp is None:
         xp = namespace(data)
+    dask_array = sys.modules.get("dask.array")
+    if dask_array is not None and isinstance(data, dask_array.Array) and math.prod(data.shape) == 0:
+        # dask's reshape cannot split or merge empty axes: the empty result, shaped by NumPy
+        import numpy
+
+        shape = _FORMULAS[op](numpy, numpy.empty(data.shape, numpy.bool_), params).shape
+        return dask_array.zeros(shape, dtype=data.dtype, chunks=-1)
     result = _FORMULAS[op](xp, data, params)
     return _unaliased(xp, result, data)
 
