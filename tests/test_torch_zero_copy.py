@@ -1,0 +1,62 @@
+"""PyTorch CPU tensors without grad run on the NumPy engines through a view of their memory, and come back as tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import datamove as dm
+from datamove import arrays
+
+torch = pytest.importorskip("torch")
+
+
+def test_the_view_is_the_tensors_memory():
+    t = torch.arange(24, dtype=torch.float32).reshape(1, 2, 3, 4)
+    view = arrays.numpy_view(t)
+    assert view.ctypes.data == t.data_ptr() and view.shape == (1, 2, 3, 4)
+    assert arrays.numpy_view(t.requires_grad_()) is None  # would cut the graph
+    with torch.no_grad():
+        assert arrays.numpy_view(t) is not None
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "complex32", "bool", "uint16", "int64"])
+def test_dtypes_numpy_lacks_are_reinterpreted(name):
+    dtype = getattr(torch, name, None)
+    if dtype is None:
+        pytest.skip("not in this torch")
+    width = torch.empty((), dtype=dtype).element_size()
+    word = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[width]
+    high = 2 if dtype == torch.bool else 256
+    t = torch.randint(0, high, (96 * width,), dtype=torch.uint8).view(dtype).reshape(1, 4, 4, 6)
+    args = ([1, 2, 2, 3], [0, 0, 1, 1], [0, 2, 1, 2])
+    fast = dm.space_to_batch(t, *args)
+    assert type(fast) is torch.Tensor and fast.dtype == dtype
+    expected = dm.space_to_batch(t.view(word).numpy(), *args)
+    assert np.array_equal(fast.view(word).numpy(), expected)
+    generic = dm.space_to_batch(t, *args, engine="array_api")
+    assert torch.equal(generic.view(word), fast.view(word))
+
+
+def test_strided_inputs_and_channels_last():
+    x = torch.arange(2 * 8 * 6 * 4, dtype=torch.int32).reshape(2, 8, 6, 4)
+    for t in (x.to(memory_format=torch.channels_last), x.transpose(2, 3), x[:, ::2]):
+        expected = dm.space_to_depth(t.contiguous().numpy(), "depth_first", 2)
+        assert np.array_equal(dm.space_to_depth(t, "depth_first", 2).numpy(), expected)
+        assert np.array_equal(dm.space_to_depth(t, "depth_first", 2, engine="array_api").numpy(), expected)
+
+
+def test_out_is_written_through_its_view():
+    t = torch.arange(16, dtype=torch.float32).reshape(1, 4, 2, 2)
+    out = torch.empty(1, 1, 4, 4)
+    pointer = out.data_ptr()
+    assert dm.depth_to_space(t, "depth_first", 2, out=out) is out and out.data_ptr() == pointer
+    assert torch.equal(out, torch.nn.functional.pixel_shuffle(t, 2))
+    assert torch.equal(dm.space_to_depth(out, "depth_first", 2), torch.nn.functional.pixel_unshuffle(out, 2))
+
+
+def test_large_tensor_matches_pixel_unshuffle_on_every_engine():
+    t = torch.randn(2, 16, 64, 64)
+    expected = torch.nn.functional.pixel_unshuffle(t, 2)
+    for engine in ("auto", "numpy", "numba", "array_api"):
+        assert torch.equal(dm.space_to_depth(t, "depth_first", 2, engine=engine), expected)
