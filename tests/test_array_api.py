@@ -70,7 +70,8 @@ def _torch_back(t):
 
 
 def _libraries():
-    libs = [Library("numpy-array_api", "numpy", np.asarray, np.asarray, np.ndarray, ALL_DTYPES, "array_api")]
+    # bfloat16 is not a dtype of the standard: NumPy's bfloat16 arrays stay with the NumPy engines
+    libs = [Library("numpy-array_api", "numpy", np.asarray, np.asarray, np.ndarray, [d for d in ALL_DTYPES if d != BF16], "array_api")]
     torch_dtypes = [d for d in ALL_DTYPES if d is not np.uint16]
     libs.append(Library("torch", "torch", _torch_to, _torch_back, "torch.Tensor", torch_dtypes))
     libs.append(Library("torch-array_api", "torch", _torch_to, _torch_back, "torch.Tensor", torch_dtypes, "array_api"))
@@ -177,6 +178,12 @@ def test_engine_errors_name_the_engines_that_can(lib):
         dm.depth_to_space(x, "blocks_first", 2, engine=None)
     with pytest.raises(DataMoveError, match=r"engine 'triton' is not available in this version; engines that can: \[.*'array_api'\]"):
         dm.depth_to_space(x, "blocks_first", 2, engine="triton")
+
+
+def test_numpy_dtypes_outside_the_standard_stay_with_the_numpy_engines():
+    x = np.zeros((1, 4, 2, 2), object)
+    with pytest.raises(DataMoveError, match=re.escape("engine 'array_api' cannot take a numpy.ndarray; engines that can: ['numpy'")):
+        dm.depth_to_space(x, "blocks_first", 2, engine="array_api")
 
 
 def test_lazy_and_grad_arrays_cannot_take_the_numpy_engine():

@@ -240,6 +240,7 @@ def run(op: str, params: Dict[str, Any], plan: Any, data: Any, out: Any, engine:
     from .engines import array_api_engine
 
     if isinstance(data, np.ndarray):  # engine="array_api" on NumPy
+        engines.select(engine, data)  # the standard's dtypes only; else the error naming the engines that can
         if out is not None:
             check_numpy_out(out, shape, data.dtype)
         result = array_api_engine.apply(op, params, data)

@@ -55,7 +55,9 @@ def can_take(array: object) -> bool:
     """Whether ``array_api_compat`` knows a namespace for ``array``."""
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(array, numpy.ndarray):
-        return True  # without importing array_api_compat: engines.select asks on every NumPy call
+        # The standard's dtypes only (objects, strings, structured, ml_dtypes stay with the
+        # NumPy engines); answered without importing array_api_compat: asked on every NumPy call.
+        return array.dtype.kind in "biufc"
     try:
         namespace(array)
     except TypeError:
