@@ -35,6 +35,20 @@ def test_repeated_calls(op, args, reference, shape, dtype):
     assert any(k[0] == op.__name__ for k in recipes.RECIPES)
 
 
+@pytest.mark.parametrize("op, args, shape", [
+    (dm.space_to_batch, ([1, 2], [0, 0], [0, 0]), (1, 6)),  # the gather view is F-contiguous: reshape keeps it
+    (dm.space_to_batch, ([1, 3], [0, 0], [0, 0]), (2, 6)),
+    (dm.batch_to_space, ([1, 2], [0, 0], [0, 0]), (2, 3)),
+    (dm.space_to_depth, ("blocks_first", 1), (1, 2, 3, 4)),  # block 1: the identity
+    (dm.depth_to_space, ("depth_first", 2), (1, 4, 1, 1)),
+])
+def test_results_own_their_memory_in_c_order(op, args, shape):
+    data = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    for _ in range(2):  # the first call makes the recipe, the second uses it
+        got = op(data, *args)
+        assert got.flags.c_contiguous and not np.may_share_memory(got, data)
+
+
 def test_parameter_types_are_checked_on_every_call():
     x = np.zeros((1, 1, 4, 4))
     dm.space_to_depth(x, "blocks_first", 1)

@@ -114,9 +114,11 @@ class Recipe:
             item = self.dtype if plain and word == self.dtype.itemsize else _WORDS[word]
             self.copies.append((item, (shape, src_strides, nest.src_start * word), (shape, dst_strides, nest.dst_start * word)))
             if len(plan.copies) == 1 and not plan.fills and nest.dst_start == 0 and _is_c_order(shape, dst_strides, word):
-                # reshape() of a non-contiguous view copies it in C order: the result, in one call.
-                # A contiguous view would come back as a view of data, so it gets copy() first.
-                copy_first = _is_c_order(shape, src_strides, word) or item is not self.dtype
+                # reshape() of a view it cannot reshape in place copies it in C order: the result,
+                # in one call. A view it can reshape in place (C-contiguous, or a transposed one
+                # the output's shape keeps) would come back aliasing data, so it gets copy() first.
+                view = np.ndarray(shape, item, data, nest.src_start * word, src_strides)
+                copy_first = item is not self.dtype or np.may_share_memory(view.reshape(self.out_shape), data)
                 self.gather = (item, (shape, src_strides, nest.src_start * word), copy_first)
         for view in plan.fills:
             nest = lower_fill(out, view, aligned=False)
