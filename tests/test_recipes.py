@@ -95,3 +95,22 @@ def test_the_cache_is_bounded():
     for n in range(1, recipes._MAX + 40):
         dm.space_to_batch(np.zeros((1, n), np.uint8), [1, 1], [0, 0], [0, 0])
     assert len(recipes.RECIPES) <= recipes._MAX
+
+
+def test_torch_calls_reuse_a_recipe_and_still_check_out():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(64.0).reshape(1, 4, 4, 4)
+    batch = x.reshape(4, 1, 4, 4)
+    expected = ref.batch_to_space(batch.numpy(), [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1])
+    for _ in range(3):  # the first call validates and keeps a recipe, the others use it
+        assert torch.equal(dm.space_to_depth(x, "depth_first", 2), torch.nn.functional.pixel_unshuffle(x, 2))
+        got = dm.batch_to_space(batch, [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1])
+        assert type(got) is torch.Tensor and np.array_equal(got.numpy(), expected)
+        out = torch.zeros(1, 16, 2, 2)
+        assert dm.space_to_depth(x, "blocks_first", 2, out=out) is out
+        assert np.array_equal(out.numpy(), ref.space_to_depth(x.numpy(), "blocks_first", 2))
+    assert sum(k[0] == "torch" for k in recipes.RECIPES) >= 3
+    with pytest.raises(dm.DataMoveError, match=r"out.shape must be the output shape \(1, 16, 2, 2\)"):
+        dm.space_to_depth(x, "depth_first", 2, out=torch.zeros(1, 16, 2, 3))
+    with pytest.raises(TypeError):
+        dm.space_to_depth(x, "depth_first", 2.0)

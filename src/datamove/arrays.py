@@ -146,10 +146,12 @@ def _torch_view(tensor: Any) -> Optional[np.ndarray]:
 def _able(data: Any, view: Optional[np.ndarray]) -> List[str]:
     """The engines that can take ``data``, in :data:`engines.ENGINES` order."""
     able = set(engines.engines_for(view)) if view is not None else set()
-    from .engines import array_api_engine
+    from .engines import array_api_engine, triton_engine
 
     if array_api_engine.can_take(data):
         able.add("array_api")
+    if triton_engine.can_take(data):
+        able.add("triton")
     return [name for name in engines.ENGINES if name in able]
 
 
@@ -251,7 +253,11 @@ def run(op: str, params: Dict[str, Any], plan: Any, data: Any, out: Any, engine:
 
     if out is not None:
         _check_out(data, out, shape)
-    view = numpy_view(data) if engine != "array_api" else None
+    from .engines import triton_engine
+
+    if (engine == "auto" and triton_engine.wants(data)) or (engine == "triton" and triton_engine.can_take(data)):
+        return triton_engine.apply(op, params, data, out)  # CUDA arrays: one fused kernel
+    view = numpy_view(data) if engine not in ("array_api", "triton") else None
     able = _able(data, view if view is not None else numpy_view(data))
     if engine == "auto":
         if view is not None and (_is_torch(data) or not _able_namespace(data)):
@@ -261,7 +267,9 @@ def run(op: str, params: Dict[str, Any], plan: Any, data: Any, out: Any, engine:
             raise DataMoveError(f"no engine of this version can take a {library(data)}; convert it with numpy.asarray")
         engine = "array_api"
     elif engine not in able:
-        missing = "is not available in this version" if engine not in engines._MODULES else f"cannot take this {library(data)}"
+        missing = f"cannot take this {library(data)}"
+        if engine == "triton":
+            missing += " (it takes PyTorch and CuPy arrays on a CUDA device, and CPU tensors under TRITON_INTERPRET=1, with triton installed)"
         raise DataMoveError(f"engine {engine!r} {missing}; engines that can: {able}")
     if engine != "array_api":
         return _run_on_view(plan, view, data, out, engine)

@@ -408,7 +408,13 @@ def table(rows: Sequence[Dict[str, Any]], peers: Sequence[str]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--device" in argv and argv[argv.index("--device") + 1:][:1] == ["cuda"] or "--device=cuda" in argv:
+        from . import bench_gpu  # the GPU suite: ratios to a device-to-device copy
+
+        return bench_gpu.main(argv)
     parser = argparse.ArgumentParser(prog="datamove bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (this suite) or cuda (datamove.bench_gpu)")
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--json", default="bench-results.json", help="where to write the results (default: %(default)s)")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers to time (default: all installed); '' for none")

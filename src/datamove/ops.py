@@ -51,7 +51,10 @@ def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:
 
 def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = None, op: str = "", params: Any = None) -> np.ndarray:
     if engine == "array_api" or not isinstance(data, np.ndarray):
-        return arrays.run(op, params, plan, data, out, engine, _check_out)  # other libraries, the generic path
+        run = lambda d, o: arrays.run(op, params, plan, d, o, engine, _check_out)  # noqa: E731 - other libraries
+        if recipe_key is not None and recipe_key[0] == "torch":
+            return recipes.store_torch(recipe_key, op, params, data, engine, run)(data, out, _check_out)
+        return run(data, out)
     execute = engines.select(engine, data)
     recipe = recipes.store(recipe_key, plan, data, engine)
     if recipe is not None:
@@ -206,7 +209,7 @@ def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
     else:
-        recipe_key = None
+        recipe_key = recipes.torch_key("space_to_depth", (mode, block_size), data, engine)
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out, _check_out)
@@ -249,7 +252,7 @@ def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
     else:
-        recipe_key = None
+        recipe_key = recipes.torch_key("depth_to_space", (mode, block_size), data, engine)
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out, _check_out)

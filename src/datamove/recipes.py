@@ -22,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from typing import Any, Callable, Hashable, List, Optional, Tuple
 
@@ -31,7 +32,7 @@ from . import engines
 from .errors import DataMoveError
 from .plans import Plan
 
-__all__ = ["Recipe", "RECIPES", "depth_key", "space_key", "store"]
+__all__ = ["Recipe", "TorchRecipe", "RECIPES", "depth_key", "space_key", "torch_key", "store", "store_torch"]
 
 _MAX = 512
 #: The recipes, most recently made last; ``RECIPES.get(key)`` finds one.
@@ -62,12 +63,80 @@ def depth_key(op: str, mode: Any, block_size: Any, data: Any, engine: Any) -> Op
 
 def space_key(op: str, block_shape: Any, begin: Any, end: Any, data: Any, engine: Any) -> Optional[Hashable]:
     """The recipe key of a BatchToSpace / SpaceToBatch call, or None when it cannot use a recipe."""
-    if type(data) is not np.ndarray or type(engine) is not str:
+    if type(data) is not np.ndarray:
+        return torch_key(op, (block_shape, begin, end), data, engine)
+    if type(engine) is not str:
         return None
     block_shape, begin, end = exact(block_shape), exact(begin), exact(end)
     if block_shape is None or begin is None or end is None:
         return None
     return (op, block_shape, begin, end, engine, data.shape, data.strides, data.dtype)
+
+
+# dtypes whose reshape/permute/cat PyTorch implements on every device (not float8, uint16-64, complex32)
+_TORCH_PLAIN = frozenset(("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+                          "float32", "float64", "complex64", "complex128"))
+
+
+def torch_key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
+    """The recipe key of a call on a PyTorch tensor (its kind, shape, strides, dtype and device), or None."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(data) not in (torch.Tensor, torch.nn.Parameter) or type(engine) is not str:
+        return None
+    parts = tuple(map(exact, args))
+    if None in parts:
+        return None
+    return ("torch", op, parts, engine, type(data), data.shape, data.stride(), data.dtype, data.device)
+
+
+class TorchRecipe:
+    """A validated call on PyTorch tensors of one shape, strides, dtype and device.
+
+    ``recipe(data, out, check_out)`` skips validation and planning. Small
+    tensors of PyTorch's common dtypes without ``out=`` (below the GPU
+    engine's threshold on CUDA, below the Numba engine's on the CPU) run PyTorch's
+    own ops straight away (``pixel_shuffle``/``pixel_unshuffle`` where they are
+    the op, else the specs' reshape/permute formula), so a small call costs
+    about what PyTorch's op costs; every other call takes ``datamove.arrays.run``.
+    """
+
+    def __init__(self, op: str, params: dict, data: Any, engine: str, run: Callable[[Any, Any], Any]) -> None:
+        self.run = run
+        self.fast: Optional[Callable[[Any], Any]] = None
+        from .engines import triton_engine
+
+        if engine == "auto" and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN:
+            if (data.device.type == "cuda" and not triton_engine.wants(data)) or (
+                data.device.type == "cpu" and data.numel() * data.element_size() < engines.NUMBA_MIN_BYTES
+            ):
+                self.fast = _torch_formula(op, params, data)
+
+    def __call__(self, data: Any, out: Any, check_out: Callable[..., None]) -> Any:
+        if out is None and self.fast is not None:
+            return self.fast(data)
+        return self.run(data, out)
+
+
+def _torch_formula(op: str, params: dict, data: Any) -> Callable[[Any], Any]:
+    import torch.nn.functional as F
+
+    from .engines import array_api_engine
+
+    size = params.get("block_size")
+    if op in ("space_to_depth", "depth_to_space") and params["mode"] == "depth_first" and data.ndim == 4 and size > 1 and data.numel():
+        # PyTorch's own op is exactly this one (and returns a new tensor)
+        return (lambda x: F.pixel_unshuffle(x, size)) if op == "space_to_depth" else (lambda x: F.pixel_shuffle(x, size))
+    xp = array_api_engine.namespace(data)
+    return lambda x: array_api_engine.apply(op, params, x, xp)
+
+
+def store_torch(recipe_key: Hashable, op: str, params: dict, data: Any, engine: str, run: Callable[[Any, Any], Any]) -> TorchRecipe:
+    """Make, keep and return the recipe of a validated call on a PyTorch tensor."""
+    recipe = TorchRecipe(op, params, data, engine, run)
+    RECIPES[recipe_key] = recipe
+    if len(RECIPES) > _MAX:
+        RECIPES.popitem(last=False)
+    return recipe
 
 
 class Recipe:

@@ -25,7 +25,7 @@ __all__ = ["ENGINES", "NUMBA_MIN_BYTES", "select", "engines_for", "numba_ready",
 ENGINES = ("numpy", "numba", "array_api", "triton")
 
 # The engines this version provides, by module.
-_MODULES = {"numpy": "numpy_engine", "numba": "numba_engine", "array_api": "array_api_engine"}
+_MODULES = {"numpy": "numpy_engine", "numba": "numba_engine", "array_api": "array_api_engine", "triton": "triton_engine"}
 
 #: Input size from which ``"auto"`` runs NumPy arrays on the Numba engine
 #: (measured: on 2 cores a compiled call costs about 30 microseconds more than

@@ -1,0 +1,350 @@
+"""The GPU engine: each call one launch of a Triton kernel, on PyTorch CUDA tensors and CuPy arrays.
+
+The op becomes one masked strided move (:mod:`datamove.engines.moves`) and
+:func:`~datamove.engines.triton_kernels.move_kernel` runs it: every input
+byte read once, every output byte written once, SpaceToBatch's zeros written
+without reading, BatchToSpace's crop never read. Items travel as unsigned
+words, so every dtype works (bool, float8, bfloat16, complex128, ...).
+
+* PyTorch: a tensor that needs a gradient goes through the custom ops
+  ``torch.ops.datamove.<op>`` (registered on first use), whose backward is
+  the adjoint op on the same kernel and whose fake implementation takes its
+  shape from :mod:`datamove.shapes`, so autograd and ``torch.compile`` see
+  one op; other tensors call the kernel directly.
+  Inside ``torch.compile(fullgraph=True)`` call those ops directly
+  (``torch.ops.datamove.space_to_depth(x, "blocks_first", 2)``, after
+  :func:`custom_ops` has registered them): ``datamove``'s own functions inspect
+  their argument in Python, which Dynamo cannot trace without a graph break.
+* CuPy arrays are viewed as tensors through DLPack (no copy) and the kernel
+  runs on CuPy's current stream.
+* On CPU tensors the engine runs only under Triton's interpreter
+  (``TRITON_INTERPRET=1`` set before the first call): that is how the kernel
+  is tested without a GPU.
+
+Triton is imported on the first call that runs here, never by ``import datamove``.
+
+>>> import os, torch, datamove as dm                      # doctest: +SKIP
+>>> x = torch.arange(16.0, device="cuda").reshape(1, 1, 4, 4)  # doctest: +SKIP
+>>> dm.space_to_depth(x, "blocks_first", 2).shape          # doctest: +SKIP
+torch.Size([1, 4, 2, 2])
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import math
+import os
+import sys
+from typing import Any, Dict, Optional, Tuple
+
+from .. import shapes
+from ..errors import DataMoveError
+from . import moves
+
+__all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "execute", "run"]
+
+#: Input size from which ``engine="auto"`` gives a CUDA array to this engine;
+#: below it the framework's own reshape/permute ops cost less per call.
+TRITON_MIN_BYTES = 1 << 18
+
+# Tile elements per program, by word width (about 16 KiB moved per program).
+_TILE = {1: 4096, 2: 4096, 4: 4096, 8: 2048}
+_WARPS = 8
+_PAIRS = True
+_PAIR_TYPES: Dict[int, Any] = {}
+_WORD_DTYPES = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+_TABLES: Dict[Tuple[Any, ...], Any] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def available() -> bool:
+    """Whether Triton is installed (checked without importing it)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def _interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _torch_of(array: Any) -> Any:
+    """``array`` as a torch tensor (CuPy through DLPack, no copy), or None."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(array, torch.Tensor):
+        return array
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(array, cupy.ndarray) and importlib.util.find_spec("torch") is not None:
+        import torch
+
+        return torch.from_dlpack(array)
+    return None
+
+
+def _is_cupy(array: Any) -> bool:
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and isinstance(array, cupy.ndarray)
+
+
+def can_take(array: Any) -> bool:
+    """A PyTorch or CuPy array on a CUDA device (on the CPU: only under ``TRITON_INTERPRET=1``)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not available():
+        return False
+    if not (isinstance(array, torch.Tensor) or _is_cupy(array)):
+        return False
+    tensor = _torch_of(array)
+    if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_conj() or tensor.is_neg():
+        return False
+    if type(tensor) not in (torch.Tensor, torch.nn.Parameter):  # subclasses and functorch wrappers
+        return False
+    if tensor.device.type == "cuda":
+        return True
+    return tensor.device.type == "cpu" and _interpreted()
+
+
+def wants(array: Any) -> bool:
+    """Whether ``engine="auto"`` gives ``array`` to this engine: a CUDA array of at least TRITON_MIN_BYTES."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    tensor = array if isinstance(array, torch.Tensor) else (array if _is_cupy(array) else None)
+    if tensor is None or getattr(tensor, "nbytes", 0) < TRITON_MIN_BYTES:
+        return False
+    device = getattr(tensor, "device", None)
+    on_cuda = getattr(device, "type", None) == "cuda" or _is_cupy(array)
+    return on_cuda and can_take(array)
+
+
+def execute(plan: Any, data: Any, out: Any) -> Any:
+    raise DataMoveError(
+        "the 'triton' engine works from the operation and its parameters, not from a plan: "
+        "call datamove's operations with engine='triton'"
+    )
+
+
+# ------------------------------------------------------------------ launching
+
+
+def _span(tensor: Any) -> int:
+    """Items from the tensor's first element to its last, inclusive."""
+    return sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride())) + 1
+
+
+def _words(tensor: Any, word: int) -> Any:
+    """A flat tensor of ``word``-byte integers over ``tensor``'s memory, starting at its first element."""
+    import torch
+
+    dtype = getattr(torch, _WORD_DTYPES[word])
+    start = tensor.storage_offset() * tensor.element_size()
+    count = _span(tensor) * tensor.element_size() // word
+    return torch.empty(0, dtype=dtype, device=tensor.device).set_(tensor.untyped_storage(), start // word, (count,), (1,))
+
+
+def _alignment(*tensors: Any) -> int:
+    align = 16
+    for t in tensors:
+        while (t.data_ptr() % align) or ((t.storage_offset() * t.element_size()) % align):
+            align //= 2
+    return max(align, 1)
+
+
+def _table(m: moves.Move, device: Any) -> Any:
+    import torch
+
+    key = (m.outer, m.conditions, str(device))
+    table = _TABLES.get(key)
+    if table is None:
+        values = [v for dim in m.outer for v in dim]
+        for off, lim, wr, wa, wc, coefs in m.conditions:
+            values += [off, lim, wr, wa, wc, *coefs]
+        table = torch.tensor(values or [0], dtype=torch.int64, device=device)
+        if len(_TABLES) > 512:
+            _TABLES.clear()
+        _TABLES[key] = table
+    return table
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def run(op: str, params: Dict[str, Any], data: Any, out: Any) -> Any:
+    """Write ``op(data)`` into the tensor ``out`` (right shape and dtype, no overlap) with one launch."""
+    alignment = _alignment(data, out)
+    m = moves.move(op, params, tuple(data.shape), data.stride(), tuple(out.shape), out.stride(),
+                   data.element_size(), alignment)
+    if m.empty:
+        if out.numel():  # SpaceToBatch of an empty input: all padding
+            out.zero_()
+        return out
+    import triton.language as tl
+
+    from .triton_kernels import move_kernel
+
+    _PAIR_TYPES.update({1: tl.uint16, 2: tl.uint32, 4: tl.uint64, 8: tl.uint64})
+
+    src, dst = _words(data, m.word), _words(out, m.word)
+    tile = _TILE[m.word]
+    bc = min(_pow2(m.ext_c), tile)
+    ba = min(_pow2(m.ext_a), max(1, tile // bc))
+    br = min(_pow2(m.ext_r), max(1, tile // (bc * ba)))
+    tiles = (-(-m.ext_r // br), -(-m.ext_a // ba), -(-m.ext_c // bc))
+    programs = math.prod(tiles) * math.prod(e for e, _, _ in m.outer)
+    src_rows = m.src_a == 1 and m.src_c == m.ext_a == ba  # (c, a) one contiguous run in src
+    dst_rows = m.dst_c == 1 and m.dst_a == m.ext_c == bc  # (a, c) one contiguous run in dst
+    split = _PAIRS and src_rows and ba == 2
+    join = _PAIRS and dst_rows and bc == 2 and not split
+    # narrow items in pairs travel as words of twice the width: both sides' steps must be even
+    packed = m.word <= 2 and (split or join) and alignment % (2 * m.word) == 0 and (
+        (split and m.src0 % 2 == 0 and m.src_r % 2 == 0 and all(s % 2 == 0 for _, s, _ in m.outer))
+        or (join and not m.conditions and m.dst0 % 2 == 0 and m.dst_r % 2 == 0 and all(d % 2 == 0 for _, _, d in m.outer)))
+    wide = max(src.numel(), dst.numel()) + abs(m.src0) + abs(m.dst0) >= 2 ** 31 - 1
+    move_kernel[(programs,)](
+        src, dst, _table(m, data.device),
+        m.ext_r, m.src_r, m.dst_r, m.ext_a, m.src_a, m.dst_a, m.ext_c, m.src_c, m.dst_c,
+        *tiles, m.src0, m.dst0,
+        OUTER=len(m.outer), NCOND=len(m.conditions), FILL=m.fill, WIDE=wide,
+        BR=br, BA=ba, BC=bc,
+        SRC_ROWS=src_rows, DST_ROWS=dst_rows, SAME=m.src_c == 1,
+        SPLIT=split, JOIN=join, PACKED=packed, PAIR=_PAIR_TYPES[m.word], BITS=8 * m.word,
+        num_warps=_WARPS,
+    )
+    return out
+
+
+def _out_shape(op: str, params: Dict[str, Any], shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    if op in ("space_to_depth", "depth_to_space"):
+        resolved = getattr(shapes, f"resolve_{op}")(shape, params["mode"], params["block_size"])
+    else:
+        keys = ("crops_begin", "crops_end") if op == "batch_to_space" else ("pads_begin", "pads_end")
+        resolved = getattr(shapes, f"resolve_{op}")(shape, params["block_shape"], params[keys[0]], params[keys[1]])
+    return tuple(resolved.public())
+
+
+def _fresh(op: str, params: Dict[str, Any], data: Any) -> Any:
+    import torch
+
+    out = torch.empty(_out_shape(op, params, tuple(data.shape)), dtype=data.dtype, device=data.device)
+    return run(op, params, data, out)
+
+
+# ------------------------------------------------------ PyTorch custom ops
+
+
+def _any_device(op: str, args: Tuple[Any, ...], data: Any) -> Any:
+    """The custom op's body: this engine where it can run, else datamove's CPU path (validated there)."""
+    if can_take(data):
+        params = _params(op, args)
+        _out_shape(op, params, tuple(data.shape))  # validates: DataMoveError as from datamove's ops
+        return _fresh(op, params, data)
+    from .. import ops
+
+    return getattr(ops, op)(data.detach(), *args)
+
+_OPS: Dict[str, Any] = {}
+
+
+def _args(op: str, params: Dict[str, Any]) -> Tuple[Any, ...]:
+    if op in ("space_to_depth", "depth_to_space"):
+        return (params["mode"], int(params["block_size"]))
+    lo, hi = ("crops_begin", "crops_end") if op == "batch_to_space" else ("pads_begin", "pads_end")
+    return ([int(v) for v in params["block_shape"]], [int(v) for v in params[lo]], [int(v) for v in params[hi]])
+
+
+def _params(op: str, args: Tuple[Any, ...]) -> Dict[str, Any]:
+    if op in ("space_to_depth", "depth_to_space"):
+        return {"mode": args[0], "block_size": args[1]}
+    lo, hi = ("crops_begin", "crops_end") if op == "batch_to_space" else ("pads_begin", "pads_end")
+    return {"block_shape": tuple(args[0]), lo: tuple(args[1]), hi: tuple(args[2])}
+
+
+_ADJOINT = {
+    "batch_to_space": "space_to_batch", "space_to_batch": "batch_to_space",
+    "space_to_depth": "depth_to_space", "depth_to_space": "space_to_depth",
+}
+
+
+def custom_ops() -> Dict[str, Any]:
+    """``torch.ops.datamove.<op>`` for the four ops, registered on first use."""
+    if _OPS:
+        return _OPS
+    import torch
+
+    def define(op: str, space: bool) -> None:
+        # schemas spelled out: this module's annotations are strings (from __future__ import annotations)
+        if space:
+            def impl(data, block_shape, begin, end):
+                return _any_device(op, (block_shape, begin, end), data)
+            schema = "(Tensor data, int[] block_shape, int[] begin, int[] end) -> Tensor"
+        else:
+            def impl(data, mode, block_size):
+                return _any_device(op, (mode, block_size), data)
+            schema = "(Tensor data, str mode, int block_size) -> Tensor"
+        impl = torch.library.custom_op(f"datamove::{op}", impl, mutates_args=(), schema=schema)
+
+        @impl.register_fake
+        def _(data, *args):
+            return data.new_empty(_out_shape(op, _params(op, args), tuple(data.shape)))
+
+        def setup_context(ctx, inputs, output):
+            ctx.args = inputs[1:]
+
+        def backward(ctx, grad):
+            # the adjoint: S2B <-> B2S with pads = crops, S2D <-> D2S with the same mode and size
+            return (_OPS[_ADJOINT[op]](grad.contiguous(), *ctx.args),) + (None,) * len(ctx.args)
+
+        impl.register_autograd(backward, setup_context=setup_context)
+        _OPS[op] = impl
+
+    for op in _ADJOINT:
+        define(op, op in ("batch_to_space", "space_to_batch"))
+    return _OPS
+
+
+# ------------------------------------------------------------------ the entry
+
+
+def apply(op: str, params: Dict[str, Any], data: Any, out: Optional[Any]) -> Any:
+    """Run validated ``op`` on a torch tensor or CuPy array ``data``; ``out`` checked by the caller."""
+    import torch
+
+    cupy = _is_cupy(data)
+    tensor = _torch_of(data)
+    target = _torch_of(out) if out is not None else None
+    if cupy:
+        import cupy as cp
+
+        stream = torch.cuda.ExternalStream(cp.cuda.get_current_stream().ptr, device=tensor.device)
+        with torch.cuda.stream(stream):
+            result = _apply_torch(op, params, tensor, target)
+        return out if out is not None else cp.from_dlpack(result)
+    return _apply_torch(op, params, tensor, target)
+
+
+def _apply_torch(op: str, params: Dict[str, Any], tensor: Any, out: Optional[Any]) -> Any:
+    import torch
+
+    recording = torch.is_grad_enabled()
+    if recording and (tensor.requires_grad or (out is not None and out.requires_grad)):
+        result = custom_ops()[op](tensor, *_args(op, params))
+        if out is None:
+            return result
+        out.copy_(result)
+        return out
+    tensor = tensor.detach()
+    if out is None:
+        return _fresh(op, params, tensor)
+    if _overlap(tensor, out):
+        tensor = tensor.clone()  # a permutation cannot be done in place
+    with torch.no_grad():
+        run(op, params, tensor, out)
+    return out
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    a1 = a0 + _span(a) * a.element_size()
+    b1 = b0 + _span(b) * b.element_size()
+    return a0 < b1 and b0 < a1

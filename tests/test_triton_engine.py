@@ -1,0 +1,36 @@
+"""The GPU engine's tests (tests/triton_cases.py), in a process of their own.
+
+Triton bundles its own LLVM, and importing it into a process that has already
+loaded TensorFlow's, jaxlib's or OpenVINO's aborts that process; the rest of
+the suite imports those, so the Triton cases run in a fresh interpreter: under
+Triton's interpreter (``TRITON_INTERPRET=1``) on CPU tensors here, on the GPU
+where there is one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CASES = Path(__file__).with_name("triton_cases.py")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None,
+                    reason="triton and torch are test extras (Linux x86-64)")
+def test_triton_engine_cases_in_their_own_process():
+    env = dict(os.environ)
+    code = "import torch; print(torch.cuda.is_available())"
+    cuda = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "True"
+    if not cuda:
+        env["TRITON_INTERPRET"] = "1"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=-ra", str(CASES)],
+        capture_output=True, text=True, env=env, cwd=CASES.parent.parent, timeout=1200,
+    )
+    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-4000:]
+    assert " passed" in run.stdout and " failed" not in run.stdout

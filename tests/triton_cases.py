@@ -1,0 +1,233 @@
+"""The GPU engine's Triton kernel, bit for bit against the NumPy engine.
+
+Run by tests/test_triton_engine.py in a process of its own (Triton cannot be
+imported next to TensorFlow or jaxlib), or directly: ``pytest tests/triton_cases.py``.
+Without a GPU (CI) the kernel runs under Triton's interpreter on CPU tensors
+(``TRITON_INTERPRET=1``); with a CUDA device the same cases run on it, plus
+large ones.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+import datamove as dm  # noqa: E402
+from datamove import DataMoveError  # noqa: E402
+from datamove.engines import triton_engine  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+WIDTHS = [torch.bool, torch.uint8, torch.int16, torch.bfloat16, torch.float32, torch.int64, torch.complex128]
+if hasattr(torch, "float8_e4m3fn"):
+    WIDTHS.append(torch.float8_e4m3fn)
+
+
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    if not CUDA:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def tensor_of(shape, dtype, seed):
+    """Random bits of every width, as a tensor on DEVICE, and the same bytes as a NumPy array."""
+    width = torch.empty((), dtype=dtype).element_size()
+    raw = np.random.default_rng(seed).integers(0, 256, int(np.prod(shape)) * width, dtype=np.uint8)
+    if dtype == torch.bool:
+        raw = raw & 1
+    words = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}[width]
+    array = raw.view(words).reshape(shape)
+    t = torch.from_numpy(raw.copy()).view(dtype).reshape(shape).to(DEVICE) if raw.size else torch.empty(shape, dtype=dtype, device=DEVICE)
+    return t, array
+
+
+def bits(t):
+    flat = t.detach().cpu().reshape(-1)
+    packed = torch.empty(flat.shape, dtype=flat.dtype)  # stride 1 (a size-1 view may keep another stride)
+    return packed.copy_(flat).view(torch.uint8).numpy().tobytes()
+
+
+OPS = ("batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space")
+
+
+@st.composite
+def cases(draw):
+    op = draw(st.sampled_from(OPS))
+    rank = draw(st.integers(3, 6))
+    if op in ("space_to_depth", "depth_to_space"):
+        size = draw(st.integers(1, 3))
+        mode = draw(st.sampled_from(["blocks_first", "depth_first"]))
+        k = rank - 2
+        if op == "space_to_depth":
+            shape = [draw(st.integers(0, 2)), draw(st.integers(1, 3))] + [size * draw(st.integers(0, 3)) for _ in range(k)]
+        else:
+            shape = [draw(st.integers(0, 2)), draw(st.integers(1, 2)) * size ** k] + [draw(st.integers(0, 3)) for _ in range(k)]
+        return op, shape, (mode, size)
+    block = [1] + [draw(st.integers(1, 3)) for _ in range(rank - 1)]
+    if op == "space_to_batch":
+        shape = [draw(st.integers(1, 2))] + [draw(st.integers(0, 5)) for _ in range(rank - 1)]
+        begin = [0] + [draw(st.integers(0, 3)) for _ in range(rank - 1)]
+        end = [0] + [(-(shape[i] + begin[i])) % block[i] + block[i] * draw(st.integers(0, 1)) for i in range(1, rank)]
+    else:
+        shape = [int(np.prod(block)) * draw(st.integers(1, 2))] + [draw(st.integers(0, 4)) for _ in range(rank - 1)]
+        begin, end = [0], [0]
+        for i in range(1, rank):
+            total = shape[i] * block[i]
+            begin.append(draw(st.integers(0, total)))
+            end.append(draw(st.integers(0, total - begin[-1])))
+    return op, shape, (block, begin, end)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.sampled_from(WIDTHS), st.sampled_from(["contiguous", "sliced", "permuted", "out"]))
+def test_kernel_equals_the_numpy_engine(case, dtype, layout):
+    op, shape, args = case
+    data, array = tensor_of(shape, dtype, seed=len(shape))
+    expected = getattr(dm, op)(array, *args)
+    if layout == "sliced" and shape[-1]:  # every other element of a wider tensor
+        wide, _ = tensor_of(shape[:-1] + [2 * shape[-1]], dtype, seed=1)
+        wide[..., ::2] = data
+        data = wide[..., ::2]
+    elif layout == "permuted" and len(shape) >= 3:  # channels innermost in memory
+        data = data.movedim(1, -1).contiguous().movedim(-1, 1)
+    if layout == "out":
+        out = torch.zeros(expected.shape[:-1] + (2 * expected.shape[-1],), dtype=dtype, device=DEVICE)[..., ::2]
+        assert getattr(dm, op)(data, *args, out=out, engine="triton") is out
+        got = out
+    else:
+        got = getattr(dm, op)(data, *args, engine="triton")
+    assert type(got) is torch.Tensor and got.device == data.device and got.dtype == dtype
+    assert tuple(got.shape) == expected.shape
+    assert bits(got) == expected.tobytes()
+
+
+def test_ranks_3_to_6_and_every_width_of_each_op():
+    for rank in range(3, 7):
+        for dtype in WIDTHS:
+            shape = [8] + [2] * (rank - 1)
+            data, array = tensor_of(shape, dtype, seed=rank)
+            for op, args in [
+                ("batch_to_space", ([1, 2] + [1] * (rank - 3) + [2], [0, 1] + [0] * (rank - 2), [0, 0] + [0] * (rank - 3) + [1])),
+                ("space_to_batch", ([1, 2] + [1] * (rank - 3) + [2], [0, 1] + [0] * (rank - 2), [0, 1] + [0] * (rank - 3) + [2])),
+                ("space_to_depth", ("blocks_first", 2)),
+                ("depth_to_space", ("depth_first", 1)),
+            ]:
+                expected = getattr(dm, op)(array, *args)
+                assert bits(getattr(dm, op)(data, *args, engine="triton")) == expected.tobytes(), (op, rank, dtype)
+
+
+def test_block_two_pairs_and_block_four():
+    # the register split/join paths (a or c of 2 items, packed into wider words when narrow)
+    # and the transposed tile (4)
+    for shape, op, args in [
+        ((2, 3, 8, 16), "space_to_depth", ("blocks_first", 2)),
+        ((2, 3, 8, 16), "space_to_depth", ("depth_first", 4)),
+        ((2, 12, 4, 8), "depth_to_space", ("blocks_first", 2)),
+        ((2, 48, 4, 8), "depth_to_space", ("depth_first", 4)),
+        ((16, 3, 17, 9), "batch_to_space", ([1, 1, 2, 2], [0, 0, 1, 3], [0, 0, 2, 0])),
+        ((4, 3, 17, 9), "space_to_batch", ([1, 1, 2, 2], [0, 0, 1, 3], [0, 0, 2, 2])),
+    ]:
+        for dtype in (torch.uint8, torch.bfloat16, torch.float32, torch.int64):  # 1- and 2-byte pairs are packed
+            data, array = tensor_of(shape, dtype, seed=0)
+            assert bits(getattr(dm, op)(data, *args, engine="triton")) == getattr(dm, op)(array, *args).tobytes(), (op, dtype)
+
+
+def test_out_overlapping_the_input_is_read_first():
+    data = torch.arange(16, dtype=torch.float32, device=DEVICE).reshape(1, 4, 2, 2)
+    expected = dm.depth_to_space(data.cpu().numpy(), "blocks_first", 2)
+    alias = data.view(1, 1, 4, 4)
+    dm.depth_to_space(data, "blocks_first", 2, out=alias, engine="triton")
+    assert np.array_equal(alias.cpu().numpy(), expected)
+
+
+def test_gradients_through_the_engine():
+    # small inputs: under the interpreter every call of the numerical Jacobian is a kernel run
+    x = torch.randn(4, 1, 3, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    for fn in [
+        lambda t: dm.batch_to_space(t, [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1], engine="triton"),
+        lambda t: dm.space_to_batch(t, [1, 1, 1, 2], [0, 0, 0, 1], [0, 0, 1, 1], engine="triton"),
+        lambda t: dm.space_to_depth(t.reshape(1, 4, 3, 2), "depth_first", 1, engine="triton"),
+        lambda t: dm.depth_to_space(t.reshape(1, 4, 3, 2), "blocks_first", 2, engine="triton"),
+    ]:
+        assert torch.autograd.gradcheck(fn, (x,))
+    # the backward of the backward is the op again
+    assert torch.autograd.gradgradcheck(lambda t: dm.depth_to_space(t.reshape(1, 4, 3, 2), "depth_first", 2, engine="triton"), (x,))
+
+
+def test_the_custom_ops_and_their_fake_shapes():
+    ops = triton_engine.custom_ops()
+    x = torch.randn(4, 3, 6, 4, device=DEVICE)
+    assert torch.equal(ops["space_to_depth"](x, "blocks_first", 2), dm.space_to_depth(x, "blocks_first", 2, engine="triton"))
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        fake = torch.empty(4, 3, 6, 4)
+        assert tuple(torch.ops.datamove.space_to_depth(fake, "blocks_first", 2).shape) == (4, 12, 3, 2)
+        assert tuple(torch.ops.datamove.batch_to_space(fake, [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1]).shape) == (1, 3, 11, 7)
+
+
+def test_torch_compile_keeps_the_custom_op_in_one_graph():
+    triton_engine.custom_ops()
+    x = torch.randn(2, 3, 4, 6, device=DEVICE, requires_grad=True)
+    f = torch.compile(lambda t: torch.ops.datamove.space_to_depth(t, "blocks_first", 2) * 2, fullgraph=True, backend="aot_eager")
+    y = f(x)
+    y.sum().backward()
+    assert torch.equal(y.detach(), 2 * dm.space_to_depth(x.detach(), "blocks_first", 2, engine="triton"))
+    assert torch.equal(x.grad, torch.full_like(x, 2))
+
+
+def test_bad_input_raises_the_numpy_error():
+    x = torch.zeros(2, 3, 5, 4, device=DEVICE)
+    for call in [
+        lambda data: dm.space_to_depth(data, "blocks_first", 2, engine="triton"),
+        lambda data: dm.batch_to_space(data, [1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0], engine="triton"),
+        lambda data: dm.space_to_batch(data, [1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0], engine="triton"),
+        lambda data: dm.depth_to_space(data, "sideways", 2, engine="triton"),
+    ]:
+        with pytest.raises(DataMoveError) as ours:
+            call(x)
+        with pytest.raises(DataMoveError) as numpy_error:
+            call(x.cpu().numpy())
+        assert str(ours.value) == str(numpy_error.value)
+    with pytest.raises(DataMoveError, match=r"out.shape must be the output shape \(2, 12, 2, 2\), got \(2, 12, 2, 3\)"):
+        dm.space_to_depth(torch.zeros(2, 3, 4, 4, device=DEVICE), "blocks_first", 2, out=torch.zeros(2, 12, 2, 3, device=DEVICE), engine="triton")
+
+
+def test_cpu_tensors_need_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(DataMoveError, match=r"engine 'triton' cannot take this torch.Tensor \(it takes PyTorch and CuPy arrays on a CUDA device"):
+        dm.space_to_depth(torch.zeros(1, 1, 2, 2), "blocks_first", 2, engine="triton")
+    # "auto" never picks it for CPU tensors
+    assert not triton_engine.wants(torch.zeros(1 << 20))
+    # the custom ops run datamove's CPU path there
+    x = torch.randn(2, 3, 4, 6)
+    assert torch.equal(triton_engine.custom_ops()["space_to_depth"](x, "blocks_first", 2), dm.space_to_depth(x, "blocks_first", 2))
+
+
+def test_import_does_not_import_triton():
+    code = "import sys, datamove, numpy as np; datamove.space_to_depth(np.zeros((1, 1, 2, 2)), 'blocks_first', 2); print('triton' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+def test_auto_takes_large_cuda_tensors_and_matches_the_cpu():
+    x = torch.randint(0, 255, (2, 64, 512, 512), dtype=torch.uint8, device="cuda")
+    assert triton_engine.wants(x)
+    got = dm.space_to_depth(x, "blocks_first", 2)
+    assert bits(got) == dm.space_to_depth(x.cpu().numpy(), "blocks_first", 2).tobytes()
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+def test_larger_than_a_gigabyte_on_the_gpu():
+    x = torch.randint(0, 255, (2, 16, 8200, 4100), dtype=torch.uint8, device="cuda").view(torch.float32)  # 1.05 GB
+    y = dm.batch_to_space(x, [1, 1, 2, 1], [0, 0, 1, 0], [0, 0, 1, 0])
+    expected = dm.batch_to_space(x.cpu().numpy(), [1, 1, 2, 1], [0, 0, 1, 0], [0, 0, 1, 0])
+    assert bits(y) == expected.tobytes()
+    back = dm.space_to_batch(y, [1, 1, 2, 1], [0, 0, 1, 0], [0, 0, 1, 0])
+    assert torch.equal(back.view(torch.int32)[:, :, 1:-1], x.view(torch.int32)[:, :, 1:-1])
