@@ -217,7 +217,7 @@ def test_import_does_not_import_triton():
 
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
 def test_auto_takes_large_cuda_tensors_and_matches_the_cpu():
-    x = torch.randint(0, 255, (2, 64, 512, 512), dtype=torch.uint8, device="cuda")
+    x = torch.randint(0, 255, (4, 64, 512, 512), dtype=torch.uint8, device="cuda")  # 64 MiB: TRITON_MIN_BYTES
     assert triton_engine.wants(x)
     got = dm.space_to_depth(x, "blocks_first", 2)
     assert bits(got) == dm.space_to_depth(x.cpu().numpy(), "blocks_first", 2).tobytes()

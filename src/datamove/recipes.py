@@ -92,7 +92,8 @@ def torch_key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optiona
 class TorchRecipe:
     """A validated call on PyTorch tensors of one shape, strides, dtype and device.
 
-    ``recipe(data, out, check_out)`` skips validation and planning. Small
+    ``recipe(data, out, check_out)`` skips validation and planning. Tensors
+    for the GPU engine go straight to it. Small
     tensors of PyTorch's common dtypes without ``out=`` (below the GPU
     engine's threshold on CUDA, below the Numba engine's on the CPU) run PyTorch's
     own ops straight away (``pixel_shuffle``/``pixel_unshuffle`` where they are
@@ -100,18 +101,28 @@ class TorchRecipe:
     about what PyTorch's op costs; every other call takes ``datamove.arrays.run``.
     """
 
-    def __init__(self, op: str, params: dict, data: Any, engine: str, run: Callable[[Any, Any], Any]) -> None:
+    def __init__(self, op: str, params: dict, data: Any, engine: str, run: Callable[[Any, Any], Any], shape: Tuple[int, ...]) -> None:
         self.run = run
         self.fast: Optional[Callable[[Any], Any]] = None
+        self.gpu: Optional[Callable[[Any, Any], Any]] = None
+        self.shape = shape
         from .engines import triton_engine
 
-        if engine == "auto" and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN:
+        if (engine == "auto" and triton_engine.wants(data)) or (engine == "triton" and triton_engine.can_take(data)):
+            # the GPU engine, straight away (out= checked here, or by run() when anything is off)
+            self.gpu = lambda x, out: triton_engine.apply(op, params, x, out, shape)
+        elif engine == "auto" and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN:
             if (data.device.type == "cuda" and not triton_engine.wants(data)) or (
                 data.device.type == "cpu" and data.numel() * data.element_size() < engines.NUMBA_MIN_BYTES
             ):
                 self.fast = _torch_formula(op, params, data)
 
     def __call__(self, data: Any, out: Any, check_out: Callable[..., None]) -> Any:
+        if self.gpu is not None and (out is None or (
+            type(out) is type(data) and out.shape == self.shape and out.dtype == data.dtype
+            and out.device == data.device and not out.requires_grad
+        )):
+            return self.gpu(data, out)
         if out is None and self.fast is not None:
             return self.fast(data)
         return self.run(data, out)
@@ -130,9 +141,10 @@ def _torch_formula(op: str, params: dict, data: Any) -> Callable[[Any], Any]:
     return lambda x: array_api_engine.apply(op, params, x, xp)
 
 
-def store_torch(recipe_key: Hashable, op: str, params: dict, data: Any, engine: str, run: Callable[[Any, Any], Any]) -> TorchRecipe:
+def store_torch(recipe_key: Hashable, op: str, params: dict, data: Any, engine: str,
+                run: Callable[[Any, Any], Any], shape: Tuple[int, ...]) -> TorchRecipe:
     """Make, keep and return the recipe of a validated call on a PyTorch tensor."""
-    recipe = TorchRecipe(op, params, data, engine, run)
+    recipe = TorchRecipe(op, params, data, engine, run, shape)
     RECIPES[recipe_key] = recipe
     if len(RECIPES) > _MAX:
         RECIPES.popitem(last=False)
