@@ -48,6 +48,7 @@ def run_move(m, src, dst):
 
 @st.composite
 def calls(draw):
+    """A random valid call ``(op, shape, args)``: ranks 2-6, zero-size dims, crops and pads of every size."""
     op = draw(st.sampled_from(["space_to_batch", "batch_to_space", "space_to_depth", "depth_to_space"]))
     rank = draw(st.integers(2 if "batch" in op else 3, 6))
     if op == "space_to_batch":
@@ -69,9 +70,9 @@ def calls(draw):
         size = draw(st.integers(1, 3))
         mode = draw(st.sampled_from(["blocks_first", "depth_first"]))
         if op == "space_to_depth":
-            shape = [draw(st.integers(1, 2)), draw(st.integers(1, 3))] + [size * draw(st.integers(0, 3)) for _ in range(rank - 2)]
+            shape = [draw(st.integers(0, 2)), draw(st.integers(1, 3))] + [size * draw(st.integers(0, 3)) for _ in range(rank - 2)]
         else:
-            shape = [draw(st.integers(1, 2)), draw(st.integers(1, 2)) * size ** (rank - 2)] + [draw(st.integers(0, 3)) for _ in range(rank - 2)]
+            shape = [draw(st.integers(0, 2)), draw(st.integers(1, 2)) * size ** (rank - 2)] + [draw(st.integers(0, 3)) for _ in range(rank - 2)]
         args = (mode, size)
     return op, shape, args
 

@@ -9,7 +9,6 @@ large ones.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -23,6 +22,7 @@ pytest.importorskip("triton")
 import datamove as dm  # noqa: E402
 from datamove import DataMoveError  # noqa: E402
 from datamove.engines import triton_engine  # noqa: E402
+from test_moves import calls  # noqa: E402  (the same random calls as the Move's own test)
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -55,39 +55,10 @@ def bits(t):
     return packed.copy_(flat).view(torch.uint8).numpy().tobytes()
 
 
-OPS = ("batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space")
-
-
-@st.composite
-def cases(draw):
-    op = draw(st.sampled_from(OPS))
-    rank = draw(st.integers(3, 6))
-    if op in ("space_to_depth", "depth_to_space"):
-        size = draw(st.integers(1, 3))
-        mode = draw(st.sampled_from(["blocks_first", "depth_first"]))
-        k = rank - 2
-        if op == "space_to_depth":
-            shape = [draw(st.integers(0, 2)), draw(st.integers(1, 3))] + [size * draw(st.integers(0, 3)) for _ in range(k)]
-        else:
-            shape = [draw(st.integers(0, 2)), draw(st.integers(1, 2)) * size ** k] + [draw(st.integers(0, 3)) for _ in range(k)]
-        return op, shape, (mode, size)
-    block = [1] + [draw(st.integers(1, 3)) for _ in range(rank - 1)]
-    if op == "space_to_batch":
-        shape = [draw(st.integers(1, 2))] + [draw(st.integers(0, 5)) for _ in range(rank - 1)]
-        begin = [0] + [draw(st.integers(0, 3)) for _ in range(rank - 1)]
-        end = [0] + [(-(shape[i] + begin[i])) % block[i] + block[i] * draw(st.integers(0, 1)) for i in range(1, rank)]
-    else:
-        shape = [int(np.prod(block)) * draw(st.integers(1, 2))] + [draw(st.integers(0, 4)) for _ in range(rank - 1)]
-        begin, end = [0], [0]
-        for i in range(1, rank):
-            total = shape[i] * block[i]
-            begin.append(draw(st.integers(0, total)))
-            end.append(draw(st.integers(0, total - begin[-1])))
-    return op, shape, (block, begin, end)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases(), st.sampled_from(WIDTHS), st.sampled_from(["contiguous", "sliced", "permuted", "out"]))
+@given(calls(), st.sampled_from(WIDTHS), st.sampled_from(["contiguous", "sliced", "permuted", "out"]))
 def test_kernel_equals_the_numpy_engine(case, dtype, layout):
     op, shape, args = case
     data, array = tensor_of(shape, dtype, seed=len(shape))
