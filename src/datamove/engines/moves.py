@@ -36,6 +36,7 @@ from typing import List, NamedTuple, Sequence, Tuple
 __all__ = ["Move", "move", "dims_of"]
 
 _WORDS = (8, 4, 2, 1)
+_SECTOR = 32  # bytes: the GPU's unit of memory traffic
 
 
 class Dim(NamedTuple):
@@ -183,13 +184,15 @@ def move(op: str, params: dict, in_shape: Sequence[int], in_strides: Sequence[in
                 break
     if not dims:  # one element
         dims = [Dim(1, 1, 1, tuple(0 for _ in conds))]
-    # The tile: c innermost in dst; a innermost in src, or next in dst when c is innermost in both.
+    # The tile: c innermost in dst; a innermost in src, or next in dst when c is innermost in
+    # both and long enough to fill 32-byte sectors by itself (a short one, such as the two words
+    # of a 16-byte item, keeps a innermost in src so that the loads stay contiguous).
     c = min(range(len(dims)), key=lambda i: (dims[i].dst, dims[i].src))
     rest = [i for i in range(len(dims)) if i != c]
     a = None
     if rest:
         a = min(rest, key=lambda i: (dims[i].src, dims[i].dst))
-        if dims[c].src <= dims[a].src:
+        if dims[c].src <= dims[a].src and dims[c].extent * word >= _SECTOR:
             a = min(rest, key=lambda i: (dims[i].dst, dims[i].src))
     # r: the next dim in dst, so that a tile holds enough to be worth a program
     rest = [i for i in rest if i != a]
