@@ -153,6 +153,21 @@ def test_torch_compile_keeps_the_custom_op_in_one_graph():
     assert torch.equal(x.grad, torch.full_like(x, 2))
 
 
+def test_torch_compile_traces_datamove_calls_into_one_graph():
+    # torch was imported before datamove here, so torch.ops.datamove.* exist before tracing
+    def f(x):
+        y = dm.space_to_depth(x, "blocks_first", 2)
+        return dm.batch_to_space(y.reshape(8, 3, 2, 3), [1, 1, 2, 1], [0, 0, 1, 0], [0, 0, 0, 0]) * 2
+
+    x = torch.randn(2, 3, 4, 6, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    y = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    y.sum().backward()
+    eager = x.detach().clone().requires_grad_()
+    f(eager).sum().backward()  # eager: autograd through PyTorch's own reshape/permute
+    assert torch.equal(y.detach(), f(x.detach()))
+    assert torch.equal(x.grad, eager.grad) and 0 < int((x.grad == 0).sum()) < x.numel()  # the cropped row has none
+
+
 def test_bad_input_raises_the_numpy_error():
     x = torch.zeros(2, 3, 5, 4, device=DEVICE)
     for call in [
@@ -192,6 +207,20 @@ def test_auto_takes_large_cuda_tensors_and_matches_the_cpu():
     assert triton_engine.wants(x)
     got = dm.space_to_depth(x, "blocks_first", 2)
     assert bits(got) == dm.space_to_depth(x.cpu().numpy(), "blocks_first", 2).tobytes()
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+def test_cupy_arrays_run_on_the_kernel():
+    cupy = pytest.importorskip("cupy")
+    x = cupy.random.randint(0, 255, (4, 64, 512, 512), dtype=cupy.uint8)  # 64 MiB: the kernel under "auto"
+    expected = dm.space_to_depth(cupy.asnumpy(x), "blocks_first", 2)
+    y = dm.space_to_depth(x, "blocks_first", 2)
+    assert type(y) is cupy.ndarray and np.array_equal(cupy.asnumpy(y), expected)
+    out = cupy.empty_like(y)
+    assert dm.space_to_depth(x, "blocks_first", 2, out=out) is out and np.array_equal(cupy.asnumpy(out), expected)
+    small = cupy.arange(24, dtype=cupy.float32).reshape(2, 1, 3, 4)
+    got = dm.space_to_batch(small, [1, 1, 1, 2], [0, 0, 1, 0], [0, 0, 0, 0], engine="triton")
+    assert np.array_equal(cupy.asnumpy(got), dm.space_to_batch(cupy.asnumpy(small), [1, 1, 1, 2], [0, 0, 1, 0], [0, 0, 0, 0]))
 
 
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")

@@ -28,3 +28,17 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def _register_torch_ops() -> None:
+    # torch.compile cannot trace the registration of torch.ops.datamove.* (datamove.arrays.compiled_call):
+    # done here when PyTorch is already loaded, else on the first call with a tensor
+    import sys
+
+    if "torch" in sys.modules:
+        from .engines import triton_engine
+
+        triton_engine.custom_ops()
+
+
+_register_torch_ops()

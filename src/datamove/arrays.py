@@ -38,7 +38,7 @@ import numpy as np
 from . import engines
 from .errors import DataMoveError
 
-__all__ = ["is_foreign", "checked", "library", "numpy_view", "run"]
+__all__ = ["is_foreign", "checked", "library", "numpy_view", "run", "compiling", "compiled_call"]
 
 # torch dtypes NumPy has (Tensor.numpy() gives them as themselves)
 _TORCH_NUMPY = (
@@ -88,6 +88,34 @@ def library(array: Any) -> str:
         return "jax.Array"
     module = type(array).__module__.split(".")[0]
     return f"{module}.{type(array).__qualname__}"
+
+
+def compiling(data: Any) -> bool:
+    """True while ``torch.compile`` (Dynamo) traces a call on a tensor."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(data, torch.Tensor) and torch.compiler.is_compiling()
+
+
+def compiled_call(op: str, args: Tuple[Any, ...], data: Any, out: Any) -> Any:
+    """The call as the custom op ``torch.ops.datamove.<op>``, which a compiled graph keeps whole.
+
+    Validation happens in the op's fake implementation (``datamove.shapes``), at trace time.
+    """
+    torch = sys.modules["torch"]
+    if not hasattr(torch.ops.datamove, op):
+        raise DataMoveError(
+            "torch.ops.datamove is not registered yet and torch.compile cannot trace its registration: "
+            "import torch before datamove, or make one datamove call on a tensor before compiling"
+        )
+    if op in ("space_to_depth", "depth_to_space"):
+        args = (args[0], int(args[1]))
+    else:
+        args = tuple([int(v) for v in arg] for arg in args)
+    result = getattr(torch.ops.datamove, op)(data, *args)
+    if out is None:
+        return result
+    out.copy_(result)
+    return out
 
 
 def _is_torch(array: Any) -> bool:

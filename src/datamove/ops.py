@@ -121,6 +121,8 @@ def batch_to_space(data, block_shape, crops_begin, crops_end, *, out=None, engin
            [[ 9, 10, 11, 12],
             [13, 14, 15, 16]]])
     """
+    if type(data) is not np.ndarray and arrays.compiling(data):  # traced by torch.compile: the custom op
+        return arrays.compiled_call("batch_to_space", (block_shape, crops_begin, crops_end), data, out)
     recipe_key = recipes.space_key("batch_to_space", block_shape, crops_begin, crops_end, data, engine)
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
@@ -161,6 +163,8 @@ def space_to_batch(data, block_shape, pads_begin, pads_end, *, out=None, engine=
     array([[0, 2, 4],
            [1, 3, 0]])
     """
+    if type(data) is not np.ndarray and arrays.compiling(data):  # traced by torch.compile: the custom op
+        return arrays.compiled_call("space_to_batch", (block_shape, pads_begin, pads_end), data, out)
     recipe_key = recipes.space_key("space_to_batch", block_shape, pads_begin, pads_end, data, engine)
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
@@ -208,6 +212,8 @@ def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
     """
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
+    elif arrays.compiling(data):  # traced by torch.compile: the custom op, one node of the graph
+        return arrays.compiled_call("space_to_depth", (mode, block_size), data, out)
     else:
         recipe_key = recipes.torch_key("space_to_depth", (mode, block_size), data, engine)
     recipe = _RECIPES.get(recipe_key)
@@ -251,6 +257,8 @@ def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
     """
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
+    elif arrays.compiling(data):  # traced by torch.compile: the custom op, one node of the graph
+        return arrays.compiled_call("depth_to_space", (mode, block_size), data, out)
     else:
         recipe_key = recipes.torch_key("depth_to_space", (mode, block_size), data, engine)
     recipe = _RECIPES.get(recipe_key)

@@ -144,6 +144,9 @@ def _torch_formula(op: str, params: dict, data: Any) -> Callable[[Any], Any]:
 def store_torch(recipe_key: Hashable, op: str, params: dict, data: Any, engine: str,
                 run: Callable[[Any, Any], Any], shape: Tuple[int, ...]) -> TorchRecipe:
     """Make, keep and return the recipe of a validated call on a PyTorch tensor."""
+    from .engines import triton_engine
+
+    triton_engine.custom_ops()  # for torch.compile later (see datamove.arrays.compiled_call)
     recipe = TorchRecipe(op, params, data, engine, run, shape)
     RECIPES[recipe_key] = recipe
     if len(RECIPES) > _MAX:

@@ -11,10 +11,8 @@ words, so every dtype works (bool, float8, bfloat16, complex128, ...).
   the adjoint op on the same kernel and whose fake implementation takes its
   shape from :mod:`datamove.shapes`, so autograd and ``torch.compile`` see
   one op; other tensors call the kernel directly.
-  Inside ``torch.compile(fullgraph=True)`` call those ops directly
-  (``torch.ops.datamove.space_to_depth(x, "blocks_first", 2)``, after
-  :func:`custom_ops` has registered them): ``datamove``'s own functions inspect
-  their argument in Python, which Dynamo cannot trace without a graph break.
+  Under ``torch.compile`` datamove's functions become these ops
+  (:func:`datamove.arrays.compiled_call`).
 * CuPy arrays are viewed as tensors through DLPack (no copy) and the kernel
   runs on CuPy's current stream.
 * On CPU tensors the engine runs only under Triton's interpreter
