@@ -107,11 +107,9 @@ def compiled_call(op: str, args: Tuple[Any, ...], data: Any, out: Any) -> Any:
             "torch.ops.datamove is not registered yet and torch.compile cannot trace its registration: "
             "import torch before datamove, or make one datamove call on a tensor before compiling"
         )
-    if op in ("space_to_depth", "depth_to_space"):
-        args = (args[0], int(args[1]))
-    else:
-        args = tuple([int(v) for v in arg] for arg in args)
-    result = getattr(torch.ops.datamove, op)(data, *args)
+    from .engines import triton_engine
+
+    result = getattr(torch.ops.datamove, op)(data, *triton_engine.custom_op_args(op, args))
     if out is None:
         return result
     out.copy_(result)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -90,25 +91,18 @@ def _idiom(xp: Any, case: Case, permute: Callable, pad: Callable) -> Callable[[A
             n, *d = x.shape
             y = xp.reshape(x, (n,) + sum(((s // bl, bl) for s, bl in zip(d, block[1:])), ()))
             order = tuple(2 + 2 * i for i in range(m)) + (0,) + tuple(1 + 2 * i for i in range(m))
-            return xp.reshape(permute(y, order), (n * _prod(block),) + tuple(s // bl for s, bl in zip(d, block[1:])))
+            return xp.reshape(permute(y, order), (n * math.prod(block),) + tuple(s // bl for s, bl in zip(d, block[1:])))
         return fn
 
     def fn(x):
         n, *d = x.shape
-        nb = n // _prod(block)
+        nb = n // math.prod(block)
         y = xp.reshape(x, tuple(block[1:]) + (nb,) + tuple(d))
         order = (m,) + sum(((m + 1 + i, i) for i in range(m)), ())
         y = xp.reshape(permute(y, order), (nb,) + tuple(s * bl for s, bl in zip(d, block[1:])))
         index = (slice(None),) + tuple(slice(lo[i], y.shape[i] - hi[i]) for i in range(1, m + 1))
         return y[index]
     return fn
-
-
-def _prod(values: Sequence[int]) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 def _torch_fn(case: Case) -> Callable[[Any], Any]:

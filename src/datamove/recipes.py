@@ -108,11 +108,12 @@ class TorchRecipe:
         self.shape = shape
         from .engines import triton_engine
 
-        if (engine == "auto" and triton_engine.wants(data)) or (engine == "triton" and triton_engine.can_take(data)):
+        wanted = engine == "auto" and triton_engine.wants(data)
+        if wanted or (engine == "triton" and triton_engine.can_take(data)):
             # the GPU engine, straight away (out= checked here, or by run() when anything is off)
             self.gpu = lambda x, out: triton_engine.apply(op, params, x, out, shape)
         elif engine == "auto" and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN:
-            if (data.device.type == "cuda" and not triton_engine.wants(data)) or (
+            if data.device.type == "cuda" or (
                 data.device.type == "cpu" and data.numel() * data.element_size() < engines.NUMBA_MIN_BYTES
             ):
                 self.fast = _torch_formula(op, params, data)
@@ -147,7 +148,11 @@ def store_torch(recipe_key: Hashable, op: str, params: dict, data: Any, engine: 
     from .engines import triton_engine
 
     triton_engine.custom_ops()  # for torch.compile later (see datamove.arrays.compiled_call)
-    recipe = TorchRecipe(op, params, data, engine, run, shape)
+    return _keep(recipe_key, TorchRecipe(op, params, data, engine, run, shape))
+
+
+def _keep(recipe_key: Hashable, recipe: Any) -> Any:
+    """Keep ``recipe`` under ``recipe_key``, forgetting the oldest past :data:`_MAX`; return it."""
     RECIPES[recipe_key] = recipe
     if len(RECIPES) > _MAX:
         RECIPES.popitem(last=False)
@@ -323,7 +328,4 @@ def store(recipe_key: Optional[Hashable], plan: Plan, data: np.ndarray, engine: 
         return None
     if engines.provisional(engine, data):
         return recipe  # on NumPy only until Numba has loaded: not kept
-    RECIPES[recipe_key] = recipe
-    if len(RECIPES) > _MAX:
-        RECIPES.popitem(last=False)
-    return recipe
+    return _keep(recipe_key, recipe)

@@ -18,10 +18,10 @@ Items of any width travel as unsigned words (1, 2, 4 or 8 bytes; wider items
 as several words), and runs that are contiguous on both sides are widened to
 the widest word that divides them. Dims that step alike on both sides (and in
 every condition) are coalesced, so the kernel sees a small rank whatever the
-op's rank. The kernel's tile is 2-D: ``c``, the dim that is innermost in
+op's rank. The kernel's tile is 3-D: ``c``, the dim that is innermost in
 ``dst``, by ``a``, the dim innermost in ``src`` (or the next in ``dst``), so
-that loads and stores are both coalesced, times ``r``, the next dim in
-``dst``; the other dims are "outer", one index per program.
+that loads and stores are both coalesced, by ``r``, the next dim in ``dst``;
+the other dims are "outer", one index per program.
 
 >>> m = move("space_to_depth", {"mode": "blocks_first", "block_size": 2},
 ...          (1, 1, 4), (4, 4, 1), (1, 2, 2), (4, 2, 1), 4)
