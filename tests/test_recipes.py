@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import datamove as dm
 import reference as ref
 from datamove import recipes
+from test_moves import calls
 
 CALLS = [
     (dm.space_to_depth, ("blocks_first", 2), ref.space_to_depth, (4, 3, 6, 8)),
@@ -114,3 +116,51 @@ def test_torch_calls_reuse_a_recipe_and_still_check_out():
         dm.space_to_depth(x, "depth_first", 2, out=torch.zeros(1, 16, 2, 3))
     with pytest.raises(TypeError):
         dm.space_to_depth(x, "depth_first", 2.0)
+
+
+TORCH_DTYPES = ["float32", "uint8", "bool", "bfloat16", "int64", "complex128"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(calls(), st.sampled_from(TORCH_DTYPES), st.sampled_from(["contiguous", "sliced", "offset", "channels_last"]))
+def test_small_torch_calls_equal_the_spec_and_own_their_memory(case, dtype, layout):
+    # the recipe's PyTorch paths (pixel_(un)shuffle, one strided view cloned, the formula), called twice
+    torch = pytest.importorskip("torch")
+    op, shape, args = case
+    dtype = getattr(torch, dtype)
+    count = int(np.prod(shape))
+    base = torch.arange(2 * count + 1).to(dtype)
+    data = base[:count].reshape(shape)
+    if layout == "sliced" and shape[-1]:
+        data = base[: 2 * count].reshape(shape[:-1] + [2 * shape[-1]])[..., ::2]
+    elif layout == "offset":
+        data = base[1 : count + 1].reshape(shape)  # storage_offset 1
+    elif layout == "channels_last":
+        data = data.movedim(1, -1).contiguous().movedim(-1, 1)
+    width = data.element_size()
+
+    def as_bits(t):  # the items as raw bytes (NumPy V items), from a C-contiguous copy
+        packed = torch.empty(t.shape, dtype=t.dtype).copy_(t).reshape(-1)
+        raw = packed.view(torch.uint8) if dtype != torch.bool else packed
+        return raw.numpy().view(np.uint8).view(f"V{width}").reshape(tuple(t.shape))
+
+    expected = getattr(ref, op)(as_bits(data), *args)
+    for _ in range(2):  # the first call makes the recipe, the second uses it
+        got = getattr(dm, op)(data, *args)
+        assert type(got) is torch.Tensor and got.dtype == dtype and got.is_contiguous()
+        assert np.array_equal(as_bits(got), expected)
+        if got.numel():
+            assert got.untyped_storage().data_ptr() != data.untyped_storage().data_ptr()
+
+
+def test_torch_recipes_keep_gradients():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(2, 3, 4, 6, dtype=torch.float64)
+    for _ in range(2):
+        leaf = x.clone().requires_grad_()
+        y = dm.space_to_depth(leaf, "blocks_first", 2)  # one strided view: cloned only without a gradient
+        (y * torch.arange(y.numel(), dtype=y.dtype).reshape(y.shape)).sum().backward()
+        weights = torch.arange(y.numel(), dtype=x.dtype).reshape(y.shape)
+        assert torch.equal(leaf.grad, dm.depth_to_space(weights, "blocks_first", 2))
+        with torch.no_grad():
+            assert not dm.space_to_depth(leaf, "blocks_first", 2).requires_grad

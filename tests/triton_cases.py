@@ -231,3 +231,26 @@ def test_larger_than_a_gigabyte_on_the_gpu():
     assert bits(y) == expected.tobytes()
     back = dm.space_to_batch(y, [1, 1, 2, 1], [0, 0, 1, 0], [0, 0, 1, 0])
     assert torch.equal(back.view(torch.int32)[:, :, 1:-1], x.view(torch.int32)[:, :, 1:-1])
+
+
+def test_repeated_calls_plan_one_launch_per_alignment():
+    # one recipe, inputs of the same shape and strides at every byte offset: each alignment gets its own launch
+    base = torch.arange(4 * 16 * 2 + 8, dtype=torch.uint8, device=DEVICE)
+    for offset in (0, 1, 2, 4):
+        data = base[offset: offset + 4 * 16 * 2].view(1, 4, 4, 8)
+        expected = dm.space_to_depth(data.cpu().numpy(), "blocks_first", 2)
+        for _ in range(2):
+            got = dm.space_to_depth(data, "blocks_first", 2, engine="triton")
+            assert bits(got) == expected.tobytes() and got.is_contiguous(), offset
+    from datamove import recipes
+
+    planned = [r.gpu for k, r in recipes.RECIPES.items() if k[0] == "torch" and k[1] == "space_to_depth" and k[4] == "triton"
+               and tuple(k[6]) == (1, 4, 4, 8) and k[8] == torch.uint8]
+    assert len(planned) == 1 and sorted(planned[0].launches) == [1, 2, 4, 16]
+    # the same recipe with out= and with a gradient to record takes the checked paths
+    data = base[:128].view(1, 4, 4, 8).to(torch.float32).requires_grad_()
+    y = dm.space_to_depth(data, "blocks_first", 2, engine="triton")
+    y.backward(torch.ones_like(y))
+    assert torch.equal(data.grad, torch.ones_like(data))
+    out = torch.empty_like(y)
+    assert dm.space_to_depth(data.detach(), "blocks_first", 2, out=out, engine="triton") is out and torch.equal(out, y)

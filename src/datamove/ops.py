@@ -53,7 +53,7 @@ def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = N
     if engine == "array_api" or not isinstance(data, np.ndarray):
         run = lambda d, o: arrays.run(op, params, plan, d, o, engine, _check_out)  # noqa: E731 - other libraries
         if recipe_key is not None and recipe_key[0] == "torch":
-            return recipes.store_torch(recipe_key, op, params, data, engine, run, tuple(plan.out_shape))(data, out, _check_out)
+            return recipes.store_torch(recipe_key, op, params, plan, data, engine, run)(data, out, _check_out)
         return run(data, out)
     execute = engines.select(engine, data)
     recipe = recipes.store(recipe_key, plan, data, engine)

@@ -22,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import OrderedDict
 from typing import Any, Callable, Hashable, List, Optional, Tuple
@@ -49,8 +50,10 @@ def exact(value: Any) -> Optional[Hashable]:
     if kind is int or kind is str:
         return value
     if kind is list or kind is tuple:
-        if [*map(type, value)].count(int) == len(value):
-            return tuple(value)
+        for item in value:  # a plain loop: the cheapest test on a hot path
+            if type(item) is not int:
+                return None
+        return tuple(value)
     return None
 
 
@@ -81,42 +84,48 @@ _TORCH_PLAIN = frozenset(("bool", "uint8", "int8", "int16", "int32", "int64", "f
 def torch_key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
     """The recipe key of a call on a PyTorch tensor (its kind, shape, strides, dtype and device), or None."""
     torch = sys.modules.get("torch")
-    if torch is None or type(data) not in (torch.Tensor, torch.nn.Parameter) or type(engine) is not str:
+    kind = type(data)
+    if torch is None or (kind is not torch.Tensor and kind is not torch.nn.Parameter) or type(engine) is not str:
         return None
-    parts = tuple(map(exact, args))
-    if None in parts:
-        return None
-    return ("torch", op, parts, engine, type(data), data.shape, data.stride(), data.dtype, data.device)
+    parts = []
+    for arg in args:
+        part = exact(arg)
+        if part is None:
+            return None
+        parts.append(part)
+    return ("torch", op, *parts, engine, kind, data.shape, data.stride(), data.dtype, data.device)
 
 
 class TorchRecipe:
     """A validated call on PyTorch tensors of one shape, strides, dtype and device.
 
     ``recipe(data, out, check_out)`` skips validation and planning. Tensors
-    for the GPU engine go straight to it. Small
-    tensors of PyTorch's common dtypes without ``out=`` (below the GPU
-    engine's threshold on CUDA, below the Numba engine's on the CPU) run PyTorch's
-    own ops straight away (``pixel_shuffle``/``pixel_unshuffle`` where they are
-    the op, else the specs' reshape/permute formula), so a small call costs
+    for the GPU engine go straight to it (:class:`~datamove.engines.triton_engine.Planned`).
+    Small tensors of PyTorch's common dtypes without ``out=`` (below the GPU
+    engine's threshold on CUDA, below the Numba engine's on the CPU) run
+    PyTorch's own ops straight away: ``pixel_shuffle``/``pixel_unshuffle``
+    where they are the op; where the output is one strided view of the input,
+    that view copied by ``clone`` (a gradient-recording call takes the specs'
+    reshape/permute formula instead); else the formula. So a small call costs
     about what PyTorch's op costs; every other call takes ``datamove.arrays.run``.
     """
 
-    def __init__(self, op: str, params: dict, data: Any, engine: str, run: Callable[[Any, Any], Any], shape: Tuple[int, ...]) -> None:
+    def __init__(self, op: str, params: dict, plan: Plan, data: Any, engine: str, run: Callable[[Any, Any], Any]) -> None:
         self.run = run
         self.fast: Optional[Callable[[Any], Any]] = None
         self.gpu: Optional[Callable[[Any, Any], Any]] = None
-        self.shape = shape
+        self.shape = shape = tuple(plan.out_shape)
         from .engines import triton_engine
 
         wanted = engine == "auto" and triton_engine.wants(data)
         if wanted or (engine == "triton" and triton_engine.can_take(data)):
             # the GPU engine, straight away (out= checked here, or by run() when anything is off)
-            self.gpu = lambda x, out: triton_engine.apply(op, params, x, out, shape)
+            self.gpu = triton_engine.Planned(op, params, shape)
         elif engine == "auto" and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN:
             if data.device.type == "cuda" or (
                 data.device.type == "cpu" and data.numel() * data.element_size() < engines.NUMBA_MIN_BYTES
             ):
-                self.fast = _torch_formula(op, params, data)
+                self.fast = _torch_formula(op, params, plan, data)
 
     def __call__(self, data: Any, out: Any, check_out: Callable[..., None]) -> Any:
         if self.gpu is not None and (out is None or (
@@ -129,26 +138,113 @@ class TorchRecipe:
         return self.run(data, out)
 
 
-def _torch_formula(op: str, params: dict, data: Any) -> Callable[[Any], Any]:
+def _torch_formula(op: str, params: dict, plan: Plan, data: Any) -> Callable[[Any], Any]:
+    import torch
     import torch.nn.functional as F
 
     from .engines import array_api_engine
 
     size = params.get("block_size")
-    if op in ("space_to_depth", "depth_to_space") and params["mode"] == "depth_first" and data.ndim == 4 and size > 1 and data.numel():
-        # PyTorch's own op is exactly this one (and returns a new tensor)
+    if (op in ("space_to_depth", "depth_to_space") and params["mode"] == "depth_first" and data.ndim == 4
+            and size > 1 and data.numel() and data.is_contiguous()):
+        # PyTorch's own op is exactly this one (and returns a new tensor, contiguous
+        # from a contiguous input: it keeps a channels-last one channels-last)
         return (lambda x: F.pixel_unshuffle(x, size)) if op == "space_to_depth" else (lambda x: F.pixel_shuffle(x, size))
     xp = array_api_engine.namespace(data)
-    return lambda x: array_api_engine.apply(op, params, x, xp)
+    formula = lambda x: array_api_engine.apply(op, params, x, xp)  # noqa: E731 - differentiable
+    if not data.numel():
+        return formula
+    gather = _gather(plan, data.stride())
+    before = after = None
+    if gather is None and op == "batch_to_space":
+        # the uncropped result (one view of the input, cloned), then its crop copied out
+        full, gather = _uncropped(op, params, tuple(data.shape), data.stride())
+        kept, steps = plan.out_shape, _c_strides(full)
+        start = sum(b * s for b, s in zip(params["crops_begin"], steps))
+        after = lambda y: y.as_strided(kept, steps, start).contiguous()  # noqa: E731 - the crop
+    elif gather is None and op == "space_to_batch":
+        # the input zero-padded by F.pad (C-contiguous), then one view of that, cloned
+        lo, hi = params["pads_begin"], params["pads_end"]
+        padded = tuple(d + b + e for d, b, e in zip(data.shape, lo, hi))
+        _, gather = _uncropped(op, params, padded, _c_strides(padded))
+        widths = tuple(w for i in range(len(padded) - 1, 0, -1) for w in (lo[i], hi[i]))
+        before = lambda x: torch.constant_pad_nd(x, widths, 0).contiguous()  # noqa: E731 - F.pad's own op
+    if gather is None:
+        return formula
+    shape, strides, offset = gather
+    out_shape, contiguous, recording = plan.out_shape, torch.contiguous_format, torch.is_grad_enabled
+
+    def strided(x: Any) -> Any:
+        if x.requires_grad and recording():
+            return formula(x)
+        if before is not None:
+            x = before(x)
+        y = x.as_strided(shape, strides, x.storage_offset() + offset).clone(memory_format=contiguous)
+        return y.view(out_shape) if after is None else after(y)
+
+    return strided
 
 
-def store_torch(recipe_key: Hashable, op: str, params: dict, data: Any, engine: str,
-                run: Callable[[Any, Any], Any], shape: Tuple[int, ...]) -> TorchRecipe:
+def _uncropped(op: str, params: dict, shape: Tuple[int, ...], stride: Tuple[int, ...]):
+    """BatchToSpace without crops or SpaceToBatch without pads of ``shape``: (its output shape, its :func:`_gather`)."""
+    from . import plans
+
+    block = params["block_shape"]
+    zeros = (0,) * len(shape)
+    if op == "batch_to_space":
+        out = (shape[0] // math.prod(block),) + tuple(d * b for d, b in zip(shape[1:], block[1:]))
+        plan = plans.batch_to_space(shape, out, block, zeros, zeros)
+    else:
+        out = (shape[0] * math.prod(block),) + tuple(d // b for d, b in zip(shape[1:], block[1:]))
+        plan = plans.space_to_batch(shape, out, block, zeros, zeros)
+    return out, _gather(plan, stride)
+
+
+def _c_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """The strides, in items, of a C-contiguous array of ``shape``."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _gather(plan: Plan, stride: Tuple[int, ...]) -> Optional[Tuple[Tuple[int, ...], Tuple[int, ...], int]]:
+    """The one strided view of the input (shape, strides and offset in items) whose C-order copy is the output.
+
+    None unless the plan is one copy, no fills, whose output side is the
+    whole output in C order (SpaceToDepth, DepthToSpace; BatchToSpace and
+    SpaceToBatch without crops or pads).
+
+    >>> from datamove import plans
+    >>> _gather(plans.space_to_depth((1, 1, 4), (1, 2, 2), "blocks_first", 2), (4, 4, 1))
+    ((2, 2), (1, 2), 0)
+    """
+    if len(plan.copies) != 1 or plan.fills:
+        return None
+    src, dst = plan.copies[0]
+    out_strides = _c_strides(plan.out_shape)
+    if any(b * s for b, s in zip(dst.start, out_strides)):
+        return None
+    dst_steps = [s * out_strides[axis] for axis, _, s in dst.dims]
+    order = sorted((j for j, (_, n, _) in enumerate(dst.dims) if n != 1), key=lambda j: -dst_steps[j])
+    step = 1
+    for j in reversed(order):
+        if dst_steps[j] != step:
+            return None
+        step *= dst.dims[j][1]
+    shape = tuple(src.dims[j][1] for j in order)
+    strides = tuple(src.dims[j][2] * stride[src.dims[j][0]] for j in order)
+    return shape, strides, sum(b * s for b, s in zip(src.start, stride))
+
+
+def store_torch(recipe_key: Hashable, op: str, params: dict, plan: Plan, data: Any, engine: str,
+                run: Callable[[Any, Any], Any]) -> TorchRecipe:
     """Make, keep and return the recipe of a validated call on a PyTorch tensor."""
     from .engines import triton_engine
 
     triton_engine.custom_ops()  # for torch.compile later (see datamove.arrays.compiled_call)
-    return _keep(recipe_key, TorchRecipe(op, params, data, engine, run, shape))
+    return _keep(recipe_key, TorchRecipe(op, params, plan, data, engine, run))
 
 
 def _keep(recipe_key: Hashable, recipe: Any) -> Any:

@@ -200,7 +200,8 @@ def apply(op: str, params: Dict[str, Any], data: Any, xp: Any = None) -> Any:
     -------
     array
         Never a view of ``data`` (a reshape that moved nothing is copied), so
-        writing into it leaves ``data`` alone.
+        writing into it leaves ``data`` alone; C-contiguous for NumPy, CuPy
+        and PyTorch (BatchToSpace's crop is copied out of the uncropped result).
     """
     if xp is None:
         xp = namespace(data)
@@ -216,17 +217,19 @@ def apply(op: str, params: Dict[str, Any], data: Any, xp: Any = None) -> Any:
 
 
 def _unaliased(xp: Any, result: Any, data: Any) -> Any:
-    """``result``, copied if it shares memory with ``data`` (a reshape chain that moved nothing)."""
+    """``result``, copied if it shares memory with ``data`` (a reshape chain that moved nothing) or is not C-contiguous."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(result, torch.Tensor):
         if result.numel() and result.untyped_storage().data_ptr() == data.untyped_storage().data_ptr():
-            return result.clone()
-        return result
+            return result.clone(memory_format=torch.contiguous_format)
+        return result.contiguous()
     numpy = sys.modules.get("numpy")
     cupy = sys.modules.get("cupy")
     for module in (numpy, cupy):
         if module is not None and isinstance(result, module.ndarray):
-            return result.copy() if module.may_share_memory(result, data) else result
+            if module.may_share_memory(result, data) or not result.flags.c_contiguous:
+                return module.array(result, order="C", copy=True)
+            return result
     if type(result).__module__.startswith("array_api_strict"):
         inner, source = getattr(result, "_array", None), getattr(data, "_array", None)
         if inner is None or source is None or numpy.may_share_memory(inner, source):

@@ -139,11 +139,11 @@ def _words(tensor: Any, word: int) -> Any:
 
 
 def _alignment(*tensors: Any) -> int:
-    align = 16
+    """The largest power of two up to 16 dividing every tensor's address and byte offset in its storage."""
+    bits = 16
     for t in tensors:
-        while (t.data_ptr() % align) or ((t.storage_offset() * t.element_size()) % align):
-            align //= 2
-    return max(align, 1)
+        bits |= t.data_ptr() | (t.storage_offset() * t.element_size())
+    return bits & -bits
 
 
 def _table(m: moves.Move, device: Any) -> Any:
@@ -178,6 +178,9 @@ class _Launch:
             return
         import torch
 
+        from .triton_kernels import move_kernel
+
+        self.kernel = move_kernel
         self.word_dtype = getattr(torch, _WORD_DTYPES[m.word])
         tile = _TILE[m.word]
         bc = min(_pow2(m.ext_c), tile)
@@ -211,13 +214,21 @@ class _Launch:
             return tensor if tensor.dtype == self.word_dtype else tensor.view(self.word_dtype)
         return _words(tensor, self.move.word)
 
+    def __call__(self, data: Any, out: Any) -> Any:
+        """Write the move of ``data`` into ``out`` (tensors of the shapes, strides and alignment planned)."""
+        if self.move.empty:
+            if out.numel():  # SpaceToBatch of an empty input: all padding
+                out.zero_()
+            return out
+        self.kernel[self.grid](self.words(data), self.words(out), *self.args, **self.constants)
+        return out
+
 
 _LAUNCHES: Dict[Tuple[Any, ...], _Launch] = {}
 
 
-def run(op: str, params: Dict[str, Any], data: Any, out: Any) -> Any:
-    """Write ``op(data)`` into the tensor ``out`` (right shape and dtype, no overlap) with one launch."""
-    alignment = _alignment(data, out)
+def _launch(op: str, params: Dict[str, Any], data: Any, out: Any, alignment: int) -> _Launch:
+    """The planned launch of ``op`` from ``data`` into ``out`` (kept per shapes, strides, width, alignment, device)."""
     key = (op, tuple(sorted(params.items())), data.shape, data.stride(), out.shape, out.stride(),
            data.element_size(), alignment, data.device)
     launch = _LAUNCHES.get(key)
@@ -230,15 +241,48 @@ def run(op: str, params: Dict[str, Any], data: Any, out: Any) -> Any:
         if len(_LAUNCHES) > 512:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
-    m = launch.move
-    if m.empty:
-        if out.numel():  # SpaceToBatch of an empty input: all padding
-            out.zero_()
-        return out
-    from .triton_kernels import move_kernel
+    return launch
 
-    move_kernel[launch.grid](launch.words(data), launch.words(out), *launch.args, **launch.constants)
-    return out
+
+def run(op: str, params: Dict[str, Any], data: Any, out: Any) -> Any:
+    """Write ``op(data)`` into the tensor ``out`` (right shape and dtype, no overlap) with one launch."""
+    return _launch(op, params, data, out, _alignment(data, out))(data, out)
+
+
+class Planned:
+    """Repeated calls of ``op`` on tensors of one shape, strides, dtype and device (a recipe's GPU path).
+
+    A call that records no gradient launches straight away: no validation,
+    no planning, no key of shapes. Its launch is kept per alignment of the
+    two tensors (and ``out``'s strides, for ``out=`` of the checked shape and
+    dtype). A call that records a gradient, or whose ``out`` overlaps the
+    input, takes :func:`apply`.
+    """
+
+    def __init__(self, op: str, params: Dict[str, Any], shape: Tuple[int, ...]) -> None:
+        import torch
+
+        self.op, self.params, self.shape = op, params, shape
+        self.grad_enabled = torch.is_grad_enabled
+        self.launches: Dict[Any, _Launch] = {}
+
+    def __call__(self, data: Any, out: Any = None) -> Any:
+        if data.requires_grad and self.grad_enabled():
+            return apply(self.op, self.params, data, out, self.shape)
+        if out is None:
+            out = data.new_empty(self.shape)
+            alignment = key = _alignment(data, out)
+        elif _overlap(data, out):
+            return apply(self.op, self.params, data, out, self.shape)  # reads a copy of the input
+        else:
+            alignment = _alignment(data, out)
+            key = (alignment, out.stride())
+        launch = self.launches.get(key)
+        if launch is None:
+            if len(self.launches) > 64:
+                self.launches.clear()
+            launch = self.launches[key] = _launch(self.op, self.params, data, out, alignment)
+        return launch(data, out)
 
 
 def _out_shape(op: str, params: Dict[str, Any], shape: Tuple[int, ...]) -> Tuple[int, ...]:
@@ -365,7 +409,8 @@ def _apply_torch(op: str, params: Dict[str, Any], tensor: Any, out: Optional[Any
             return result
         out.copy_(result)
         return out
-    tensor = tensor.detach()
+    if tensor.requires_grad:
+        tensor = tensor.detach()
     if out is None:
         return _fresh(op, params, tensor, shape)
     if _overlap(tensor, out):
