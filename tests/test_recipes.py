@@ -124,7 +124,8 @@ TORCH_DTYPES = ["float32", "uint8", "bool", "bfloat16", "int64", "complex128"]
 @settings(max_examples=150, deadline=None)
 @given(calls(), st.sampled_from(TORCH_DTYPES), st.sampled_from(["contiguous", "sliced", "offset", "channels_last"]))
 def test_small_torch_calls_equal_the_spec_and_own_their_memory(case, dtype, layout):
-    # the recipe's PyTorch paths (pixel_(un)shuffle, one strided view cloned, the formula), called twice
+    # the recipe's PyTorch paths (pixel_(un)shuffle, one strided view cloned, the formula), called twice;
+    # the result in the input's memory format: channels-last for a 4-D/5-D channels-last input, else contiguous
     torch = pytest.importorskip("torch")
     op, shape, args = case
     dtype = getattr(torch, dtype)
@@ -147,7 +148,10 @@ def test_small_torch_calls_equal_the_spec_and_own_their_memory(case, dtype, layo
     expected = getattr(ref, op)(as_bits(data), *args)
     for _ in range(2):  # the first call makes the recipe, the second uses it
         got = getattr(dm, op)(data, *args)
-        assert type(got) is torch.Tensor and got.dtype == dtype and got.is_contiguous()
+        assert type(got) is torch.Tensor and got.dtype == dtype
+        channels_last = layout == "channels_last" and len(shape) in (4, 5) and not data.is_contiguous()
+        cl = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+        assert got.is_contiguous(memory_format=cl) if channels_last else got.is_contiguous()
         assert np.array_equal(as_bits(got), expected)
         if got.numel():
             assert got.untyped_storage().data_ptr() != data.untyped_storage().data_ptr()

@@ -60,3 +60,26 @@ def test_large_tensor_matches_pixel_unshuffle_on_every_engine():
     expected = torch.nn.functional.pixel_unshuffle(t, 2)
     for engine in ("auto", "numpy", "numba", "array_api"):
         assert torch.equal(dm.space_to_depth(t, "depth_first", 2, engine=engine), expected)
+
+
+@pytest.mark.parametrize("rank", [4, 5])
+@pytest.mark.parametrize("nbytes", [1 << 10, 1 << 20])  # a small call (recipe) and a large one (Numba, zero copy)
+def test_channels_last_inputs_give_channels_last_results(rank, nbytes):
+    # as PyTorch's own pixel_shuffle/pixel_unshuffle and convolutions keep the memory format
+    torch = pytest.importorskip("torch")
+    fmt = torch.channels_last if rank == 4 else torch.channels_last_3d
+    side = max(4, round((nbytes / 4 / 8) ** (1 / (rank - 2)) / 2) * 2)
+    x = torch.randn((4, 8) + (side,) * (rank - 2)).contiguous(memory_format=fmt)
+    calls = [
+        lambda t: dm.space_to_depth(t, "blocks_first", 2),
+        lambda t: dm.depth_to_space(t, "depth_first", 2),
+        lambda t: dm.batch_to_space(t, [1, 1, 2] + [1] * (rank - 3), [0, 0, 1] + [0] * (rank - 3), [0] * rank),
+        lambda t: dm.space_to_batch(t, [1, 1] + [2] * (rank - 2), [0, 0, 1] + [0] * (rank - 3), [0, 0, 1] + [0] * (rank - 3)),
+    ]
+    for call in calls:
+        for _ in range(2):  # the second call from the recipe
+            got = call(x)
+            assert got.is_contiguous(memory_format=fmt)  # (and not contiguous, unless one channel)
+            assert np.array_equal(got.numpy(), call(x.numpy()))
+        grad = x.clone().requires_grad_()
+        assert call(grad).is_contiguous(memory_format=fmt)

@@ -254,3 +254,16 @@ def test_repeated_calls_plan_one_launch_per_alignment():
     assert torch.equal(data.grad, torch.ones_like(data))
     out = torch.empty_like(y)
     assert dm.space_to_depth(data.detach(), "blocks_first", 2, out=out, engine="triton") is out and torch.equal(out, y)
+
+
+def test_channels_last_in_channels_last_out_and_the_fake_agrees():
+    data, array = tensor_of((2, 3, 4, 6), torch.float32, seed=3)
+    data = data.contiguous(memory_format=torch.channels_last)
+    expected = dm.space_to_depth(array, "blocks_first", 2)
+    for _ in range(2):  # the second call from the recipe (triton_engine.Planned)
+        got = dm.space_to_depth(data, "blocks_first", 2, engine="triton")
+        assert got.is_contiguous(memory_format=torch.channels_last) and not got.is_contiguous()
+        assert bits(got) == expected.tobytes()
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        fake = torch.empty(2, 3, 4, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+        assert torch.ops.datamove.space_to_depth(fake, "blocks_first", 2).stride() == got.stride()

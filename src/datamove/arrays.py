@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from . import engines
+from .engines import torch_layout
 from .errors import DataMoveError
 
 __all__ = ["is_foreign", "checked", "library", "numpy_view", "run", "compiling", "compiled_call"]
@@ -235,6 +236,10 @@ def _able_namespace(array: Any) -> bool:
 def _run_on_view(plan: Any, view: np.ndarray, data: Any, out: Any, engine: str) -> Any:
     """The NumPy path of ``datamove.ops`` on NumPy views of foreign arrays."""
     execute = engines.select(engine, view)
+    if out is None and _is_torch(data) and torch_layout.memory_format(data) != sys.modules["torch"].contiguous_format:
+        out = torch_layout.empty(plan.out_shape, data)  # channels-last in, channels-last out (a fresh tensor)
+        execute(plan, view, numpy_view(out))
+        return out
     if out is None:
         result = np.empty(plan.out_shape, view.dtype)
         return _from_numpy(execute(plan, view, result), data)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Hashable, List, Optional, Tuple
 import numpy as np
 
 from . import engines
+from .engines import torch_layout
 from .errors import DataMoveError
 from .plans import Plan
 
@@ -101,7 +102,7 @@ class TorchRecipe:
 
     ``recipe(data, out, check_out)`` skips validation and planning. Tensors
     for the GPU engine go straight to it (:class:`~datamove.engines.triton_engine.Planned`).
-    Small tensors of PyTorch's common dtypes without ``out=`` (below the GPU
+    Small contiguous tensors of PyTorch's common dtypes without ``out=`` (below the GPU
     engine's threshold on CUDA, below the Numba engine's on the CPU) run
     PyTorch's own ops straight away: ``pixel_shuffle``/``pixel_unshuffle``
     where they are the op; where the output is one strided view of the input,
@@ -120,8 +121,10 @@ class TorchRecipe:
         wanted = engine == "auto" and triton_engine.wants(data)
         if wanted or (engine == "triton" and triton_engine.can_take(data)):
             # the GPU engine, straight away (out= checked here, or by run() when anything is off)
-            self.gpu = triton_engine.Planned(op, params, shape)
-        elif engine == "auto" and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN:
+            self.gpu = triton_engine.Planned(op, params, data, shape)
+        elif engine == "auto" and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN and (
+            torch_layout.memory_format(data) == sys.modules["torch"].contiguous_format  # else: run() keeps channels-last
+        ):
             if data.device.type == "cuda" or (
                 data.device.type == "cpu" and data.numel() * data.element_size() < engines.NUMBA_MIN_BYTES
             ):

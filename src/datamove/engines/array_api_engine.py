@@ -40,6 +40,7 @@ import sys
 from typing import Any, Dict, List, Sequence
 
 from ..errors import DataMoveError
+from . import torch_layout
 
 __all__ = ["apply", "can_take", "execute", "namespace"]
 
@@ -200,8 +201,9 @@ def apply(op: str, params: Dict[str, Any], data: Any, xp: Any = None) -> Any:
     -------
     array
         Never a view of ``data`` (a reshape that moved nothing is copied), so
-        writing into it leaves ``data`` alone; C-contiguous for NumPy, CuPy
-        and PyTorch (BatchToSpace's crop is copied out of the uncropped result).
+        writing into it leaves ``data`` alone; C-contiguous for NumPy and
+        CuPy, in ``data``'s memory format for PyTorch (:mod:`.torch_layout`;
+        BatchToSpace's crop is copied out of the uncropped result).
     """
     if xp is None:
         xp = namespace(data)
@@ -220,9 +222,10 @@ def _unaliased(xp: Any, result: Any, data: Any) -> Any:
     """``result``, copied if it shares memory with ``data`` (a reshape chain that moved nothing) or is not C-contiguous."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(result, torch.Tensor):
+        layout = torch_layout.memory_format(data)
         if result.numel() and result.untyped_storage().data_ptr() == data.untyped_storage().data_ptr():
-            return result.clone(memory_format=torch.contiguous_format)
-        return result.contiguous()
+            return result.clone(memory_format=layout)
+        return result.contiguous(memory_format=layout)
     numpy = sys.modules.get("numpy")
     cupy = sys.modules.get("cupy")
     for module in (numpy, cupy):

@@ -38,7 +38,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from .. import shapes
 from ..errors import DataMoveError
-from . import moves
+from . import moves, torch_layout
 
 __all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "execute", "run"]
 
@@ -259,18 +259,20 @@ class Planned:
     input, takes :func:`apply`.
     """
 
-    def __init__(self, op: str, params: Dict[str, Any], shape: Tuple[int, ...]) -> None:
+    def __init__(self, op: str, params: Dict[str, Any], like: Any, shape: Tuple[int, ...]) -> None:
         import torch
 
         self.op, self.params, self.shape = op, params, shape
         self.grad_enabled = torch.is_grad_enabled
+        # a fresh output in the input's memory format (the recipe's inputs all have like's strides)
+        self.contiguous = torch_layout.memory_format(like) == torch.contiguous_format
         self.launches: Dict[Any, _Launch] = {}
 
     def __call__(self, data: Any, out: Any = None) -> Any:
         if data.requires_grad and self.grad_enabled():
             return apply(self.op, self.params, data, out, self.shape)
         if out is None:
-            out = data.new_empty(self.shape)
+            out = data.new_empty(self.shape) if self.contiguous else torch_layout.empty(self.shape, data)
             alignment = key = _alignment(data, out)
         elif _overlap(data, out):
             return apply(self.op, self.params, data, out, self.shape)  # reads a copy of the input
@@ -295,8 +297,7 @@ def _fresh(op: str, params: Dict[str, Any], data: Any, shape: Optional[Tuple[int
 
     if shape is None:
         shape = _out_shape(op, params, tuple(data.shape))
-    out = torch.empty(shape, dtype=data.dtype, device=data.device)
-    return run(op, params, data, out)
+    return run(op, params, data, torch_layout.empty(shape, data))
 
 
 # ------------------------------------------------------ PyTorch custom ops
@@ -359,7 +360,7 @@ def custom_ops() -> Dict[str, Any]:
 
         @impl.register_fake
         def _(data, *args):
-            return data.new_empty(_out_shape(op, _params(op, args), tuple(data.shape)))
+            return torch_layout.empty(_out_shape(op, _params(op, args), tuple(data.shape)), data)
 
         def setup_context(ctx, inputs, output):
             ctx.args = inputs[1:]
