@@ -161,15 +161,16 @@ def _torch_formula(op: str, params: dict, plan: Plan, data: Any) -> Callable[[An
     before = after = None
     if gather is None and op == "batch_to_space":
         # the uncropped result (one view of the input, cloned), then its crop copied out
-        full, gather = _uncropped(op, params, tuple(data.shape), data.stride())
-        kept, steps = plan.out_shape, _c_strides(full)
+        full = _whole_blocks(op, params["block_shape"], tuple(data.shape))
+        gather = _gather(full, data.stride())
+        kept, steps = plan.out_shape, _c_strides(full.out_shape)
         start = sum(b * s for b, s in zip(params["crops_begin"], steps))
         after = lambda y: y.as_strided(kept, steps, start).contiguous()  # noqa: E731 - the crop
     elif gather is None and op == "space_to_batch":
         # the input zero-padded by F.pad (C-contiguous), then one view of that, cloned
         lo, hi = params["pads_begin"], params["pads_end"]
         padded = tuple(d + b + e for d, b, e in zip(data.shape, lo, hi))
-        _, gather = _uncropped(op, params, padded, _c_strides(padded))
+        gather = _gather(_whole_blocks(op, params["block_shape"], padded), _c_strides(padded))
         widths = tuple(w for i in range(len(padded) - 1, 0, -1) for w in (lo[i], hi[i]))
         before = lambda x: torch.constant_pad_nd(x, widths, 0).contiguous()  # noqa: E731 - F.pad's own op
     if gather is None:
@@ -188,19 +189,16 @@ def _torch_formula(op: str, params: dict, plan: Plan, data: Any) -> Callable[[An
     return strided
 
 
-def _uncropped(op: str, params: dict, shape: Tuple[int, ...], stride: Tuple[int, ...]):
-    """BatchToSpace without crops or SpaceToBatch without pads of ``shape``: (its output shape, its :func:`_gather`)."""
+def _whole_blocks(op: str, block_shape: Tuple[int, ...], shape: Tuple[int, ...]) -> Plan:
+    """The plan of BatchToSpace without crops, or SpaceToBatch without pads, of an input of ``shape``."""
     from . import plans
 
-    block = params["block_shape"]
     zeros = (0,) * len(shape)
     if op == "batch_to_space":
-        out = (shape[0] // math.prod(block),) + tuple(d * b for d, b in zip(shape[1:], block[1:]))
-        plan = plans.batch_to_space(shape, out, block, zeros, zeros)
-    else:
-        out = (shape[0] * math.prod(block),) + tuple(d // b for d, b in zip(shape[1:], block[1:]))
-        plan = plans.space_to_batch(shape, out, block, zeros, zeros)
-    return out, _gather(plan, stride)
+        out = (shape[0] // math.prod(block_shape),) + tuple(d * b for d, b in zip(shape[1:], block_shape[1:]))
+        return plans.batch_to_space(shape, out, block_shape, zeros, zeros)
+    out = (shape[0] * math.prod(block_shape),) + tuple(d // b for d, b in zip(shape[1:], block_shape[1:]))
+    return plans.space_to_batch(shape, out, block_shape, zeros, zeros)
 
 
 def _c_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
@@ -231,11 +229,8 @@ def _gather(plan: Plan, stride: Tuple[int, ...]) -> Optional[Tuple[Tuple[int, ..
         return None
     dst_steps = [s * out_strides[axis] for axis, _, s in dst.dims]
     order = sorted((j for j, (_, n, _) in enumerate(dst.dims) if n != 1), key=lambda j: -dst_steps[j])
-    step = 1
-    for j in reversed(order):
-        if dst_steps[j] != step:
-            return None
-        step *= dst.dims[j][1]
+    if not _is_c_order(tuple(dst.dims[j][1] for j in order), tuple(dst_steps[j] for j in order), 1):
+        return None
     shape = tuple(src.dims[j][1] for j in order)
     strides = tuple(src.dims[j][2] * stride[src.dims[j][0]] for j in order)
     return shape, strides, sum(b * s for b, s in zip(src.start, stride))
@@ -357,20 +352,17 @@ def _two_step(data: np.ndarray, op: str, block_shape: Tuple[int, ...], begin: Tu
     padded array's one strided view copied by ``reshape``. (The temporary is
     small: this path is for arrays below the Numba threshold.)
     """
-    from . import plans
     from .engines.strided import lower
 
-    rank = data.ndim
-    zeros = (0,) * rank
     if op == "batch_to_space":
-        full_shape = (data.shape[0] // int(np.prod(block_shape)),) + tuple(d * b for d, b in zip(data.shape[1:], block_shape[1:]))
-        plan = plans.batch_to_space(data.shape, full_shape, block_shape, zeros, zeros)
         source_shape = data.shape
+        plan = _whole_blocks(op, block_shape, source_shape)
+        full_shape = plan.out_shape
         crop = tuple(slice(b, n - e) for b, n, e in zip(begin, full_shape, end))
     else:
         source_shape = tuple(d + b + e for d, b, e in zip(data.shape, begin, end))
-        full_shape = (source_shape[0] * int(np.prod(block_shape)),) + tuple(d // b for d, b in zip(source_shape[1:], block_shape[1:]))
-        plan = plans.space_to_batch(source_shape, full_shape, block_shape, zeros, zeros)
+        plan = _whole_blocks(op, block_shape, source_shape)
+        full_shape = plan.out_shape
         inside = tuple(slice(b, b + d) for b, d in zip(begin, data.shape))
     if len(plan.copies) != 1:
         return None
