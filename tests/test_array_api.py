@@ -273,6 +273,11 @@ def test_out_errors():
         dm.depth_to_space(t, "blocks_first", 2, out=torch.zeros(1, 1, 4, 4, dtype=torch.float64))
     with pytest.raises(DataMoveError, match="out is a leaf tensor that requires grad"):
         dm.depth_to_space(t, "blocks_first", 2, out=torch.zeros(1, 1, 4, 4, requires_grad=True))
+    expanded = torch.zeros(1, 1, 1, 4).expand(1, 1, 4, 4)  # four rows on one row's memory
+    for _ in range(2):  # also once the call has a recipe
+        with pytest.raises(DataMoveError, match=re.escape("out must not repeat elements, got out.stride() = (4, 4, 0, 1)")):
+            dm.depth_to_space(t, "blocks_first", 2, out=expanded)
+        assert not expanded.any()
     jnp = pytest.importorskip("jax.numpy")
     with pytest.raises(TypeError, match="out= cannot be used with JAX arrays: they are immutable"):
         dm.depth_to_space(jnp.zeros((1, 4, 2, 2)), "blocks_first", 2, out=jnp.zeros((1, 1, 4, 4)))

@@ -183,6 +183,10 @@ def test_bad_input_raises_the_numpy_error():
         assert str(ours.value) == str(numpy_error.value)
     with pytest.raises(DataMoveError, match=r"out.shape must be the output shape \(2, 12, 2, 2\), got \(2, 12, 2, 3\)"):
         dm.space_to_depth(torch.zeros(2, 3, 4, 4, device=DEVICE), "blocks_first", 2, out=torch.zeros(2, 12, 2, 3, device=DEVICE), engine="triton")
+    for _ in range(2):  # the recipe's GPU path checks it too
+        with pytest.raises(DataMoveError, match=r"out must not repeat elements"):
+            dm.space_to_depth(torch.ones(2, 3, 4, 4, device=DEVICE), "blocks_first", 2,
+                              out=torch.zeros(2, 12, 2, 1, device=DEVICE).expand(2, 12, 2, 2), engine="triton")
 
 
 def test_cpu_tensors_need_the_interpreter(monkeypatch):

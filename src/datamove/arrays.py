@@ -212,6 +212,12 @@ def _check_out(data: Any, out: Any, shape: Tuple[int, ...]) -> None:
         )
     if _is_torch(out) and out.is_leaf and _torch_needs_grad(out):
         raise DataMoveError("out is a leaf tensor that requires grad: PyTorch cannot write into it in place")
+    if _is_torch(out) and any(s == 0 and n > 1 for n, s in zip(out.shape, out.stride())):
+        # PyTorch's own rule for written-to tensors (an expanded tensor): else the last write wins, silently
+        raise DataMoveError(
+            f"out must not repeat elements, got out.stride() = {tuple(out.stride())} with stride 0 along an axis "
+            f"of size > 1 (out.shape = {tuple(out.shape)}): more than one element would share one memory location"
+        )
 
 
 def _from_numpy(result: np.ndarray, like: Any) -> Any:
