@@ -219,7 +219,8 @@ def apply(op: str, params: Dict[str, Any], data: Any, xp: Any = None) -> Any:
 
 
 def _unaliased(xp: Any, result: Any, data: Any) -> Any:
-    """``result``, copied if it shares memory with ``data`` (a reshape chain that moved nothing) or is not C-contiguous."""
+    """``result``, copied if it shares memory with ``data`` (a reshape chain that moved nothing) or is not laid out
+    as :func:`apply` promises (C-contiguous; a PyTorch tensor in ``data``'s memory format)."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(result, torch.Tensor):
         layout = torch_layout.memory_format(data)

@@ -40,7 +40,7 @@ from .. import shapes
 from ..errors import DataMoveError
 from . import moves, torch_layout
 
-__all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "execute", "run"]
+__all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "execute", "run", "Planned"]
 
 #: Input size from which ``engine="auto"`` gives a CUDA array to this engine.
 #: A call costs about 55 us of host time here (Triton's launcher is half of it)
@@ -293,8 +293,6 @@ def _out_shape(op: str, params: Dict[str, Any], shape: Tuple[int, ...]) -> Tuple
 
 
 def _fresh(op: str, params: Dict[str, Any], data: Any, shape: Optional[Tuple[int, ...]] = None) -> Any:
-    import torch
-
     if shape is None:
         shape = _out_shape(op, params, tuple(data.shape))
     return run(op, params, data, torch_layout.empty(shape, data))
