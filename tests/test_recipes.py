@@ -168,3 +168,15 @@ def test_torch_recipes_keep_gradients():
         assert torch.equal(leaf.grad, dm.depth_to_space(weights, "blocks_first", 2))
         with torch.no_grad():
             assert not dm.space_to_depth(leaf, "blocks_first", 2).requires_grad
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 4, 4), (4, 16, 64, 64)])  # the PyTorch-op recipe, and zero copy
+def test_conjugate_views_never_take_their_bases_recipe(shape):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(shape, dtype=torch.complex64)
+    for call in (lambda t: dm.space_to_depth(t, "blocks_first", 2), lambda t: dm.space_to_depth(t, "depth_first", 2),
+                 lambda t: dm.space_to_batch(t, [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])):
+        plain = call(x)
+        for _ in range(2):
+            assert torch.equal(call(x.conj()), plain.conj())
+            assert torch.equal(call(x.conj().imag), -call(x.imag.contiguous()))  # a negative view

@@ -271,3 +271,21 @@ def test_channels_last_in_channels_last_out_and_the_fake_agrees():
     with torch._subclasses.fake_tensor.FakeTensorMode():
         fake = torch.empty(2, 3, 4, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
         assert torch.ops.datamove.space_to_depth(fake, "blocks_first", 2).stride() == got.stride()
+
+
+def test_lazy_conjugate_and_negative_views():
+    # a conjugate view has its base's strides but other values: it never reuses the base's recipe,
+    # and the kernel (which moves bits) never reads or writes one directly
+    x = torch.randn(1, 2, 4, 4, dtype=torch.complex64, device=DEVICE)
+    expected = dm.space_to_depth(x.cpu().numpy(), "blocks_first", 2)
+    assert torch.equal(dm.space_to_depth(x, "blocks_first", 2, engine="triton").cpu(), torch.from_numpy(expected))
+    with pytest.raises(DataMoveError, match=r"without a lazy conjugate or negative bit: call resolve_conj\(\)"):
+        dm.space_to_depth(x.conj(), "blocks_first", 2, engine="triton")
+    assert torch.equal(dm.space_to_depth(x.conj(), "blocks_first", 2).cpu(), torch.from_numpy(expected).conj())
+    for _ in range(2):  # the second call from the recipe
+        out = torch.zeros(1, 8, 2, 2, dtype=torch.complex64, device=DEVICE).conj()
+        assert dm.space_to_depth(x, "blocks_first", 2, out=out, engine="triton") is out
+        assert torch.equal(out.cpu(), torch.from_numpy(expected))
+        negative = torch.zeros(1, 8, 2, 2, dtype=torch.complex64, device=DEVICE).conj().imag  # a negative view
+        dm.space_to_depth(x.imag.contiguous(), "blocks_first", 2, out=negative, engine="triton")
+        assert torch.equal(negative.cpu(), torch.from_numpy(expected.imag))

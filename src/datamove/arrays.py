@@ -306,7 +306,9 @@ def run(op: str, params: Dict[str, Any], plan: Any, data: Any, out: Any, engine:
     elif engine not in able:
         missing = f"cannot take this {library(data)}"
         if engine == "triton":
-            missing += " (it takes PyTorch and CuPy arrays on a CUDA device, and CPU tensors under TRITON_INTERPRET=1, with triton installed)"
+            missing += (" (it takes PyTorch and CuPy arrays on a CUDA device, and CPU tensors under TRITON_INTERPRET=1, "
+                        "with triton installed; strided tensors without a lazy conjugate or negative bit: "
+                        "call resolve_conj() / resolve_neg() first)")
         raise DataMoveError(f"engine {engine!r} {missing}; engines that can: {able}")
     if engine != "array_api":
         return _run_on_view(plan, view, data, out, engine)

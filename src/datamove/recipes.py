@@ -83,7 +83,8 @@ _TORCH_PLAIN = frozenset(("bool", "uint8", "int8", "int16", "int32", "int64", "f
 
 
 def torch_key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
-    """The recipe key of a call on a PyTorch tensor (its kind, shape, strides, dtype and device), or None."""
+    """The recipe key of a call on a PyTorch tensor (its kind, shape, strides, dtype, device and lazy conjugate or
+    negative bit: a conjugate view has the same strides as its base but other values), or None."""
     torch = sys.modules.get("torch")
     kind = type(data)
     if torch is None or (kind is not torch.Tensor and kind is not torch.nn.Parameter) or type(engine) is not str:
@@ -94,7 +95,7 @@ def torch_key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optiona
         if part is None:
             return None
         parts.append(part)
-    return ("torch", op, *parts, engine, kind, data.shape, data.stride(), data.dtype, data.device)
+    return ("torch", op, *parts, engine, kind, data.shape, data.stride(), data.dtype, data.device, data.is_conj(), data.is_neg())
 
 
 class TorchRecipe:
@@ -134,6 +135,7 @@ class TorchRecipe:
         if self.gpu is not None and (out is None or (
             type(out) is type(data) and out.shape == self.shape and out.dtype == data.dtype
             and out.device == data.device and not out.requires_grad and 0 not in out.stride()
+            and not out.is_conj() and not out.is_neg()
         )):
             return self.gpu(data, out)
         if out is None and self.fast is not None:

@@ -412,6 +412,9 @@ def _apply_torch(op: str, params: Dict[str, Any], tensor: Any, out: Optional[Any
         tensor = tensor.detach()
     if out is None:
         return _fresh(op, params, tensor, shape)
+    if out.is_conj() or out.is_neg():  # a lazy view: PyTorch's copy_ writes its values, the kernel only bits
+        out.copy_(_fresh(op, params, tensor, shape))
+        return out
     if _overlap(tensor, out):
         tensor = tensor.clone()  # a permutation cannot be done in place
     with torch.no_grad():
