@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -273,6 +274,17 @@ def test_out_errors():
         dm.depth_to_space(t, "blocks_first", 2, out=torch.zeros(1, 1, 4, 4, dtype=torch.float64))
     with pytest.raises(DataMoveError, match="out is a leaf tensor that requires grad"):
         dm.depth_to_space(t, "blocks_first", 2, out=torch.zeros(1, 1, 4, 4, requires_grad=True))
+    sparse = torch.zeros(1, 4, 2, 2).to_sparse()
+    for engine in ("auto", "numpy", "array_api"):
+        with pytest.raises(TypeError, match=re.escape("data must be a dense (strided) tensor, got a tensor of layout torch.sparse_coo")):
+            dm.depth_to_space(sparse, "blocks_first", 2, engine=engine)
+    with pytest.raises(TypeError, match=re.escape("out must be a dense (strided) tensor, got a tensor of layout torch.sparse_coo")):
+        dm.depth_to_space(t, "blocks_first", 2, out=torch.zeros(1, 1, 4, 4).to_sparse())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "nested tensors are in prototype stage"
+        nested = torch.nested.nested_tensor([torch.zeros(2, 4, 4)] * 2)
+    with pytest.raises(TypeError, match="data must be a dense .strided. tensor, got a nested tensor"):
+        dm.batch_to_space(nested, [1, 1, 2, 2], [0] * 4, [0] * 4)
     expanded = torch.zeros(1, 1, 1, 4).expand(1, 1, 4, 4)  # four rows on one row's memory
     for _ in range(2):  # also once the call has a recipe
         with pytest.raises(DataMoveError, match=re.escape("out must not repeat elements, got out.stride() = (4, 4, 0, 1)")):

@@ -64,7 +64,8 @@ def is_foreign(data: Any) -> bool:
 
 
 def checked(data: Any) -> Any:
-    """``data``, after checking that its shape is known (a Dask array may have NaN dims)."""
+    """``data``, after checking that it is dense and its shape known (a Dask array may have NaN dims)."""
+    _check_dense(data, "data")
     for i, dim in enumerate(data.shape):
         if dim is None or (isinstance(dim, float) and dim != dim):
             raise DataMoveError(
@@ -72,6 +73,17 @@ def checked(data: Any) -> Any:
                 "the operations need concrete sizes (for Dask, call data.compute_chunk_sizes() first)"
             )
     return data
+
+
+def _check_dense(array: Any, name: str) -> None:
+    """A PyTorch tensor must be strided: sparse layouts and nested tensors have no strides, or no one shape."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(array, torch.Tensor) and (array.is_nested or array.layout != torch.strided):
+        if array.is_nested:
+            got = "a nested tensor: pad it with .to_padded_tensor(0), or call once per component"
+        else:
+            got = f"a tensor of layout {array.layout}: convert it with .to_dense() first"
+        raise TypeError(f"{name} must be a dense (strided) tensor, got {got}")
 
 
 def library(array: Any) -> str:
@@ -200,6 +212,7 @@ def _check_out(data: Any, out: Any, shape: Tuple[int, ...]) -> None:
         )
     if out_kind != kind:
         raise TypeError(f"out must be a {kind} like data, got {out_kind}")
+    _check_dense(out, "out")
     if tuple(out.shape) != shape:
         raise DataMoveError(f"out.shape must be the output shape {shape}, got {tuple(out.shape)}")
     if out.dtype != data.dtype:

@@ -95,7 +95,10 @@ def torch_key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optiona
         if part is None:
             return None
         parts.append(part)
-    return ("torch", op, *parts, engine, kind, data.shape, data.stride(), data.dtype, data.device, data.is_conj(), data.is_neg())
+    try:
+        return ("torch", op, *parts, engine, kind, data.shape, data.stride(), data.dtype, data.device, data.is_conj(), data.is_neg())
+    except RuntimeError:  # sparse and nested tensors have no strides (datamove.arrays.checked says so)
+        return None
 
 
 class TorchRecipe:
