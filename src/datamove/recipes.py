@@ -153,10 +153,8 @@ def _torch_formula(op: str, params: dict, plan: Plan, data: Any) -> Callable[[An
     from .engines import array_api_engine
 
     size = params.get("block_size")
-    if (op in ("space_to_depth", "depth_to_space") and params["mode"] == "depth_first" and data.ndim == 4
-            and size > 1 and data.numel() and data.is_contiguous()):
-        # PyTorch's own op is exactly this one (and returns a new tensor, contiguous
-        # from a contiguous input: it keeps a channels-last one channels-last)
+    if op in ("space_to_depth", "depth_to_space") and params["mode"] == "depth_first" and data.ndim == 4 and size > 1 and data.numel():
+        # PyTorch's own op is exactly this one (and returns a new tensor, in the input's memory format)
         return (lambda x: F.pixel_unshuffle(x, size)) if op == "space_to_depth" else (lambda x: F.pixel_shuffle(x, size))
     xp = array_api_engine.namespace(data)
     formula = lambda x: array_api_engine.apply(op, params, x, xp)  # noqa: E731 - differentiable
