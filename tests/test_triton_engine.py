@@ -34,3 +34,17 @@ def test_triton_engine_cases_in_their_own_process():
     )
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-4000:]
     assert " passed" in run.stdout and " failed" not in run.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None,
+                    reason="triton and torch are test extras (Linux x86-64)")
+def test_the_kernel_compiles_for_a_gpu_without_one():
+    # Triton's real compiler (to sm_90 PTX and cubin, with its bundled ptxas), which needs no GPU: what the
+    # interpreter cannot catch. Its own process: the kernel must be imported without TRITON_INTERPRET.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=-ra", str(CASES), "-k", "compiles_for_hopper"],
+        capture_output=True, text=True, env=env, cwd=CASES.parent.parent, timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-4000:]
+    assert " passed" in run.stdout and " skipped" not in run.stdout and " failed" not in run.stdout

@@ -9,6 +9,7 @@ large ones.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -289,3 +290,89 @@ def test_lazy_conjugate_and_negative_views():
         negative = torch.zeros(1, 8, 2, 2, dtype=torch.complex64, device=DEVICE).conj().imag  # a negative view
         dm.space_to_depth(x.imag.contiguous(), "blocks_first", 2, out=negative, engine="triton")
         assert torch.equal(negative.cpu(), torch.from_numpy(expected.imag))
+
+
+# ------------------------------------------------- compiled for a GPU, without one
+
+# Every kernel path (split/join, packed pairs, contiguous runs, same order, the transposed tile,
+# conditions that skip or fill, 64-bit offsets) at every word width, as (op, shape, args, item bytes, layout).
+COMPILED = [
+    ("space_to_depth", (2, 3, 8, 16), ("blocks_first", 2), 4, "c"),           # SPLIT
+    ("space_to_depth", (2, 3, 8, 16), ("blocks_first", 2), 1, "c"),           # SPLIT, PACKED
+    ("space_to_depth", (2, 3, 8, 16), ("depth_first", 4), 2, "c"),            # transposed tile
+    ("space_to_depth", (2, 3, 8, 16), ("blocks_first", 2), 8, "nhwc"),        # channels innermost
+    ("space_to_depth", (2, 4, 8, 8, 8), ("depth_first", 2), 4, "c"),          # 5-D
+    ("depth_to_space", (2, 12, 4, 8), ("blocks_first", 2), 4, "c"),           # JOIN
+    ("depth_to_space", (2, 12, 4, 8), ("depth_first", 2), 2, "c"),            # JOIN, PACKED
+    ("depth_to_space", (2, 48, 4, 8), ("depth_first", 4), 8, "c"),
+    ("batch_to_space", (16, 3, 17, 9), ([1, 1, 2, 2], [0, 0, 1, 3], [0, 0, 2, 0]), 4, "c"),   # skip crops
+    ("batch_to_space", (64, 32, 256, 256), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), 4, "c"),
+    ("batch_to_space", (12, 2, 3, 4), ([1, 2, 3, 1], [0, 1, 2, 0], [0, 0, 1, 0]), 1, "c"),
+    ("space_to_batch", (4, 3, 17, 9), ([1, 1, 2, 2], [0, 0, 1, 3], [0, 0, 2, 2]), 4, "c"),    # fill pads
+    ("space_to_batch", (16, 32, 510, 510), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), 2, "c"),
+    ("space_to_batch", (2, 6), ([1, 2], [0, 1], [0, 1]), 8, "c"),
+    ("space_to_depth", (1, 1, 65536, 65536), ("blocks_first", 2), 1, "c"),    # 4 GiB: 64-bit offsets
+]
+
+
+def _compile_for_hopper(op, shape, args, item, layout):
+    """``move_kernel`` as Triton's JIT would specialise it for this call, compiled for sm_90 (PTX and cubin)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from datamove import shapes
+    from datamove.engines import moves
+    from datamove.engines.triton_kernels import move_kernel
+
+    def c_strides(dims):
+        strides, step = [], 1
+        for n in reversed(dims):
+            strides.append(step)
+            step *= n
+        return tuple(reversed(strides))
+
+    resolved = getattr(shapes, f"resolve_{op}")(shape, *args)
+    out_shape = resolved.public()
+    in_strides, out_strides = c_strides(shape), c_strides(out_shape)
+    if layout == "nhwc":  # channels innermost in memory on both sides
+        def nhwc(dims):
+            inner = c_strides((dims[0],) + tuple(dims[2:]) + (dims[1],))
+            return (inner[0], inner[-1]) + inner[1:-1]
+        in_strides, out_strides = nhwc(shape), nhwc(out_shape)
+    m = moves.move(op, resolved.params, tuple(shape), in_strides, tuple(out_shape), out_strides, item, 16)
+    span = max(math.prod(shape), math.prod(out_shape)) * item // m.word
+    programs, scalars, constants = triton_engine.configure(m, 16, span + abs(m.src0) + abs(m.dst0) >= 2 ** 31 - 1)
+    word = {1: "u8", 2: "i16", 4: "i32", 8: "i64"}[m.word]
+    names = move_kernel.arg_names
+    signature = {"src": "*" + word, "dst": "*" + word, "table": "*i64"}
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): [["tt.divisibility", 16]]}
+    for name, value in zip(names[3:], scalars):  # as the JIT specialises ints: 1 as a constant, multiples of 16 marked
+        if value == 1:
+            constants[name] = 1
+        else:
+            signature[name] = "i32" if -2 ** 31 <= value < 2 ** 31 else "i64"
+            if value % 16 == 0:
+                attrs[(names.index(name),)] = [["tt.divisibility", 16]]
+    signature.update({name: "constexpr" for name in constants})
+    source = ASTSource(move_kernel, {name: signature[name] for name in names}, constants, attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": triton_engine._WARPS}), constants
+
+
+@pytest.mark.parametrize("case", COMPILED, ids=[f"{c[0]}-{c[3]}B-{i}" for i, c in enumerate(COMPILED)])
+def test_the_kernel_compiles_for_hopper(case, monkeypatch):
+    # the interpreter runs the kernel's Python; this runs Triton's real compiler down to sm_90 machine code,
+    # which rejects what the interpreter lets through (layouts, joins of masks, bitcasts, 64-bit offsets)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # before the kernel's module is first imported
+    from triton.runtime.jit import JITFunction
+
+    from datamove.engines.triton_kernels import move_kernel
+
+    if not isinstance(move_kernel, JITFunction):
+        pytest.skip("the kernel was imported under TRITON_INTERPRET=1 in this process (tests/test_triton_engine.py "
+                    "runs this test in a process of its own)")
+    kernel, constants = _compile_for_hopper(*case)
+    ptx = kernel.asm["ptx"]
+    assert ".entry move_kernel" in ptx and "st.global" in ptx and len(kernel.asm["cubin"]) > 1000
+    if case[0] == "space_to_depth" and case[1][-1] == 65536:
+        assert constants["WIDE"]

@@ -40,7 +40,7 @@ from .. import shapes
 from ..errors import DataMoveError
 from . import moves, torch_layout
 
-__all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "execute", "run", "Planned"]
+__all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "execute", "run", "Planned", "configure"]
 
 #: Input size from which ``engine="auto"`` gives a CUDA array to this engine.
 #: A call costs about 55 us of host time here (Triton's launcher is half of it)
@@ -166,12 +166,40 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def configure(m: moves.Move, alignment: int, wide: bool) -> Tuple[int, Tuple[int, ...], Dict[str, Any]]:
+    """How ``move_kernel`` runs non-empty move ``m``: ``(programs, scalar arguments after the table, constexprs)``.
+
+    Pure (no device, no tensor): the launch and the ahead-of-time compile test share it.
+    """
+    import triton.language as tl
+
+    tile = _TILE[m.word]
+    bc = min(_pow2(m.ext_c), tile)
+    ba = min(_pow2(m.ext_a), max(1, tile // bc))
+    br = min(_pow2(m.ext_r), max(1, tile // (bc * ba)))
+    tiles = (-(-m.ext_r // br), -(-m.ext_a // ba), -(-m.ext_c // bc))
+    src_rows = m.src_a == 1 and m.src_c == m.ext_a == ba  # (c, a) one contiguous run in src
+    dst_rows = m.dst_c == 1 and m.dst_a == m.ext_c == bc  # (a, c) one contiguous run in dst
+    split = src_rows and ba == 2
+    join = dst_rows and bc == 2 and not split
+    # narrow items in pairs travel as words of twice the width: both sides' steps must be even
+    packed = m.word <= 2 and (split or join) and alignment % (2 * m.word) == 0 and (
+        (split and m.src0 % 2 == 0 and m.src_r % 2 == 0 and all(s % 2 == 0 for _, s, _ in m.outer))
+        or (join and not m.conditions and m.dst0 % 2 == 0 and m.dst_r % 2 == 0 and all(d % 2 == 0 for _, _, d in m.outer)))
+    scalars = (m.ext_r, m.src_r, m.dst_r, m.ext_a, m.src_a, m.dst_a, m.ext_c, m.src_c, m.dst_c, *tiles, m.src0, m.dst0)
+    pair = {1: tl.uint16, 2: tl.uint32}.get(m.word, tl.uint64)
+    constants = dict(
+        OUTER=len(m.outer), NCOND=len(m.conditions), FILL=m.fill, WIDE=wide,
+        BR=br, BA=ba, BC=bc, SRC_ROWS=src_rows, DST_ROWS=dst_rows, SAME=m.src_c == 1,
+        SPLIT=split, JOIN=join, PACKED=packed, PAIR=pair, BITS=8 * m.word,
+    )
+    return math.prod(tiles) * math.prod(e for e, _, _ in m.outer), scalars, constants
+
+
 class _Launch:
     """A planned launch: the move and everything the kernel call needs but the two tensors."""
 
     def __init__(self, m: moves.Move, alignment: int, device: Any, wide: bool) -> None:
-        import triton.language as tl
-
         self.move = m
         self.word_dtype = None
         if m.empty:
@@ -182,31 +210,10 @@ class _Launch:
 
         self.kernel = move_kernel
         self.word_dtype = getattr(torch, _WORD_DTYPES[m.word])
-        tile = _TILE[m.word]
-        bc = min(_pow2(m.ext_c), tile)
-        ba = min(_pow2(m.ext_a), max(1, tile // bc))
-        br = min(_pow2(m.ext_r), max(1, tile // (bc * ba)))
-        tiles = (-(-m.ext_r // br), -(-m.ext_a // ba), -(-m.ext_c // bc))
-        self.grid = (math.prod(tiles) * math.prod(e for e, _, _ in m.outer),)
-        src_rows = m.src_a == 1 and m.src_c == m.ext_a == ba  # (c, a) one contiguous run in src
-        dst_rows = m.dst_c == 1 and m.dst_a == m.ext_c == bc  # (a, c) one contiguous run in dst
-        split = src_rows and ba == 2
-        join = dst_rows and bc == 2 and not split
-        # narrow items in pairs travel as words of twice the width: both sides' steps must be even
-        packed = m.word <= 2 and (split or join) and alignment % (2 * m.word) == 0 and (
-            (split and m.src0 % 2 == 0 and m.src_r % 2 == 0 and all(s % 2 == 0 for _, s, _ in m.outer))
-            or (join and not m.conditions and m.dst0 % 2 == 0 and m.dst_r % 2 == 0 and all(d % 2 == 0 for _, _, d in m.outer)))
-        self.args = (
-            _table(m, device),
-            m.ext_r, m.src_r, m.dst_r, m.ext_a, m.src_a, m.dst_a, m.ext_c, m.src_c, m.dst_c,
-            *tiles, m.src0, m.dst0,
-        )
-        pair = {1: tl.uint16, 2: tl.uint32}.get(m.word, tl.uint64)
-        self.constants = dict(
-            OUTER=len(m.outer), NCOND=len(m.conditions), FILL=m.fill, WIDE=wide,
-            BR=br, BA=ba, BC=bc, SRC_ROWS=src_rows, DST_ROWS=dst_rows, SAME=m.src_c == 1,
-            SPLIT=split, JOIN=join, PACKED=packed, PAIR=pair, BITS=8 * m.word, num_warps=_WARPS,
-        )
+        programs, scalars, constants = configure(m, alignment, wide)
+        self.grid = (programs,)
+        self.args = (_table(m, device), *scalars)
+        self.constants = dict(constants, num_warps=_WARPS)
 
     def words(self, tensor: Any) -> Any:
         """``tensor``'s memory as the kernel's words, from its first element."""
