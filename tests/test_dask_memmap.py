@@ -63,7 +63,6 @@ def test_dask_space_to_depth_of_400_mib_in_a_40_mib_budget():
     assert largest_chunk_bytes(y) <= 4 * MB  # chunk-parallel, no chunk grows
 
     # One reduction over the whole result, computed chunk by chunk by dask.
-    dm.engines.numba_ready(wait=True)  # no background load inside the measurement
     sums, peak = peak_bytes(lambda: y.sum(axis=(0, 2, 3), dtype=np.int64).compute())
     assert peak < budget, f"peak {peak / MB:.1f} MB"
 
@@ -108,7 +107,6 @@ def test_memmap_out_streams_to_disk(tmp_path):
     out_shape = dm.shapes.space_to_batch(shape, block, pads_begin, pads_end)
     out = np.lib.format.open_memmap(tmp_path / "out.npy", mode="w+", dtype=np.int32, shape=out_shape)
 
-    dm.engines.numba_ready(wait=True)  # the compiled kernels' loading is not the call's memory
     result, peak = peak_bytes(lambda: dm.space_to_batch(data, block, pads_begin, pads_end, out=out))
     assert result is out
     assert peak < 16 * MB, f"peak {peak / MB:.1f} MB"  # no temporaries: strided copies between the two files

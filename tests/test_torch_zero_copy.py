@@ -58,12 +58,12 @@ def test_out_is_written_through_its_view():
 def test_large_tensor_matches_pixel_unshuffle_on_every_engine():
     t = torch.randn(2, 16, 64, 64)
     expected = torch.nn.functional.pixel_unshuffle(t, 2)
-    for engine in ("auto", "numpy", "numba", "array_api"):
+    for engine in ("auto", "numpy", "native", "array_api"):
         assert torch.equal(dm.space_to_depth(t, "depth_first", 2, engine=engine), expected)
 
 
 @pytest.mark.parametrize("rank", [4, 5])
-@pytest.mark.parametrize("nbytes", [1 << 10, 1 << 20])  # a small call (recipe) and a large one (Numba, zero copy)
+@pytest.mark.parametrize("nbytes", [1 << 10, 1 << 20])  # a small call (recipe) and a large one (native, zero copy)
 def test_channels_last_inputs_give_channels_last_results(rank, nbytes):
     # as PyTorch's own pixel_shuffle/pixel_unshuffle and convolutions keep the memory format
     torch = pytest.importorskip("torch")

@@ -5,10 +5,10 @@ array that is not a NumPy array (and NumPy arrays with ``engine="array_api"``)
 to :func:`run`. Two paths:
 
 * **zero copy**: a PyTorch CPU tensor that needs no gradient (and, with
-  ``engine="numpy"``/``"numba"``, any CPU array exposing DLPack) is viewed as a
+  ``engine="numpy"``/``"native"``, any CPU array exposing DLPack) is viewed as a
   NumPy array over the same memory (dtypes NumPy lacks, such as bfloat16 and
   float8, reinterpreted as integers of the same width) and runs on the NumPy
-  or Numba engine exactly as a NumPy array does; the result comes back as a
+  or native engine exactly as a NumPy array does; the result comes back as a
   tensor over the NumPy result's memory (``torch.from_numpy``), and ``out=``
   is written through its own NumPy view.
 * **generic**: everything else that ``array_api_compat`` knows (PyTorch with

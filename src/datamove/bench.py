@@ -146,12 +146,9 @@ class Timer:
 
 
 def _threads() -> int:
-    try:
-        import numba
+    from .threads import get_num_threads
 
-        return numba.get_num_threads()
-    except ImportError:  # pragma: no cover
-        return os.cpu_count() or 1
+    return get_num_threads()
 
 
 class Floor:

@@ -287,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("input", metavar="INPUT.npy", help="the data, saved with numpy.save")
     run.add_argument("output", metavar="OUTPUT.npy", help="where to save the result (overwritten)")
     run.add_argument("--engine", default="auto", metavar="NAME",
-                     help="engine executing the operation: auto (default), numpy, numba, array_api, triton")
+                     help="engine executing the operation: auto (default), numpy, native, array_api, triton")
     run.set_defaults(handler=_run_command)
 
     from .ir import commands as ir_commands  # datamove check, and datamove run MODEL.xml

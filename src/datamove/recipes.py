@@ -107,7 +107,7 @@ class TorchRecipe:
     ``recipe(data, out, check_out)`` skips validation and planning. Tensors
     for the GPU engine go straight to it (:class:`~datamove.engines.triton_engine.Planned`).
     Small contiguous tensors of PyTorch's common dtypes without ``out=`` (below the GPU
-    engine's threshold on CUDA, below the Numba engine's on the CPU) run
+    engine's threshold on CUDA, below the native engine's on the CPU) run
     PyTorch's own ops straight away: ``pixel_shuffle``/``pixel_unshuffle``
     where they are the op; where the output is one strided view of the input,
     that view copied by ``clone`` (a gradient-recording call takes the specs'
@@ -130,7 +130,7 @@ class TorchRecipe:
             torch_layout.memory_format(data) == sys.modules["torch"].contiguous_format  # else: run() keeps channels-last
         ):
             if data.device.type == "cuda" or (
-                data.device.type == "cpu" and data.numel() * data.element_size() < engines.NUMBA_MIN_BYTES
+                data.device.type == "cpu" and data.numel() * data.element_size() < engines.NATIVE_MIN_BYTES
             ):
                 self.fast = _torch_formula(op, params, plan, data)
 
@@ -252,7 +252,10 @@ def _keep(recipe_key: Hashable, recipe: Any) -> Any:
     """Keep ``recipe`` under ``recipe_key``, forgetting the oldest past :data:`_MAX`; return it."""
     RECIPES[recipe_key] = recipe
     if len(RECIPES) > _MAX:
-        RECIPES.popitem(last=False)
+        try:  # another thread may have evicted it first: each dict operation is atomic, the pair is not
+            RECIPES.popitem(last=False)
+        except KeyError:
+            pass
     return recipe
 
 
@@ -266,7 +269,7 @@ class Recipe:
       fills: the output is ``view.copy()`` of one strided view of ``data``;
     * *direct*: ``np.copyto`` between views built on both buffers, then fills;
     * *engine*: the engine's ``execute(plan, data, out)`` (large arrays, the
-      Numba engine; layouts without a buffer).
+      native engine; layouts without a buffer).
     """
 
     def __init__(self, plan: Plan, data: np.ndarray, engine: str, margins: Optional[Tuple[str, Tuple[int, ...], Tuple[int, ...], Tuple[int, ...]]] = None) -> None:
@@ -281,7 +284,9 @@ class Recipe:
         # Views on buffers need a C-contiguous input and plain items.
         if self.execute.__module__.endswith("numpy_engine") and data.flags.c_contiguous and not data.dtype.hasobject and data.dtype.itemsize:
             self._direct(plan, data)
-            if self.gather is None and margins is not None and self.dtype.kind in "biufcmM" and data.size:
+            # the two-step path holds a temporary the size of the output: small arrays only
+            if (self.gather is None and margins is not None and self.dtype.kind in "biufcmM" and data.size
+                    and data.nbytes < engines.NATIVE_MIN_BYTES):
                 self.two_step = _two_step(data, *margins)
 
     def _direct(self, plan: Plan, data: np.ndarray) -> None:
@@ -353,7 +358,7 @@ def _two_step(data: np.ndarray, op: str, block_shape: Tuple[int, ...], begin: Tu
     copied by ``reshape``), then the cropped part of it copied out.
     SpaceToBatch: the input copied into a zeroed padded array, then the
     padded array's one strided view copied by ``reshape``. (The temporary is
-    small: this path is for arrays below the Numba threshold.)
+    small: this path is for arrays below :data:`~datamove.engines.NATIVE_MIN_BYTES`.)
     """
     from .engines.strided import lower
 
@@ -420,6 +425,4 @@ def store(recipe_key: Optional[Hashable], plan: Plan, data: np.ndarray, engine: 
         recipe = Recipe(plan, data, engine, margins)
     except DataMoveError:
         return None
-    if engines.provisional(engine, data):
-        return recipe  # on NumPy only until Numba has loaded: not kept
     return _keep(recipe_key, recipe)

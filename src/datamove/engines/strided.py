@@ -10,9 +10,9 @@ lowering
 2. merges dims that are contiguous on both sides (``outer stride == inner
    stride * inner count`` in both arrays), so a whole contiguous run of items
    becomes one long inner loop;
-3. picks the widest word (8, 4, 2 or 1 bytes) that divides every stride,
-   offset, base address and the innermost run, so bytes move as ``uint64``
-   where they can;
+3. picks the widest word (16 for the native engine, 8, 4, 2 or 1 bytes)
+   that divides every stride, offset, base address and the innermost run, so
+   bytes move as wide words where they can;
 4. orders the loops and names the inner tile's pattern (:func:`schedule`),
    so that each cache line read or written is used while it is in cache.
 
@@ -35,13 +35,13 @@ import numpy as np
 
 from ..plans import View
 
-__all__ = ["LoopNest", "lower", "lower_fill", "word_view"]
+__all__ = ["LoopNest", "WindowNest", "lower", "lower_fill", "lower_window", "schedule"]
 
 Loop = Tuple[int, int, int]  # (count, src_stride, dst_stride)
 
 
 class LoopNest(NamedTuple):
-    word: int  # bytes per word: 1, 2, 4 or 8
+    word: int  # bytes per word: 1, 2, 4, 8 (or 16)
     src_start: int  # in words, from the src array's lowest address
     dst_start: int
     loops: Tuple[Loop, ...]  # outermost first, strides in words
@@ -77,16 +77,16 @@ def _merge(loops: List[List[int]]) -> List[List[int]]:
     return loops
 
 
-def _word(loops: Sequence[Sequence[int]], offsets: Sequence[int], innermost_run: int) -> int:
-    """The widest word dividing every byte stride, byte offset and the contiguous run."""
+def _word(loops: Sequence[Sequence[int]], offsets: Sequence[int], innermost_run: int, widest: int = 8) -> int:
+    """The widest word, up to ``widest``, dividing every byte stride, byte offset and the contiguous run."""
     g = innermost_run
     for loop in loops:
         for stride in loop[1:]:
             g = math.gcd(g, stride)
     for offset in offsets:
         g = math.gcd(g, offset)
-    for word in (8, 4, 2):
-        if g % word == 0:
+    for word in (16, 8, 4, 2):
+        if word <= widest and g % word == 0:
             return word
     return 1
 
@@ -143,16 +143,17 @@ def schedule(loops: List[List[int]], fill: bool = False) -> Tuple[str, int, List
     return "strided", 0, following(2, [l for l in loops if l is not inner]) + [inner]
 
 
-#: Block sizes with a specialised tile (see :mod:`datamove.engines.numba_kernels`).
+#: Block sizes with a specialised tile (see ``src/datamove/_native.cpp``).
 BLOCKS = (2, 3, 4)
 
 
-def _finish(loops: List[List[int]], starts: Sequence[int], addresses: Sequence[int], fill: bool = False) -> Tuple[int, Tuple[str, int, List[List[int]]]]:
+def _finish(loops: List[List[int]], starts: Sequence[int], addresses: Sequence[int], fill: bool = False,
+            widest: int = 8) -> Tuple[int, Tuple[str, int, List[List[int]]]]:
     # The item's bytes are the loop with stride 1 on every side (after merging, its count is the run).
     unit = [l for l in loops if l[1] in (0 if fill else 1,) and l[2] == 1]
     run = unit[0][0] if unit else 1
     others = [l for l in loops if l not in unit]
-    word = _word(others, list(starts) + list(addresses), run)
+    word = _word(others, list(starts) + list(addresses), run, widest)
     words = []
     for l in loops:
         if l in unit:
@@ -163,11 +164,13 @@ def _finish(loops: List[List[int]], starts: Sequence[int], addresses: Sequence[i
     return word, schedule(words, fill)
 
 
-def lower(src_array: np.ndarray, dst_array: np.ndarray, src: View, dst: View, aligned: bool = True) -> LoopNest:
+def lower(src_array: np.ndarray, dst_array: np.ndarray, src: View, dst: View, aligned: bool = True,
+          widest: int = 8) -> LoopNest:
     """The loop nest that performs ``dst_array[dst] = src_array[src]``.
 
     With ``aligned`` the word also divides both arrays' addresses (the
-    compiled kernels need aligned words; NumPy's copies do not).
+    compiled kernels need aligned words; NumPy's copies do not). ``widest``
+    caps the word (NumPy has no 16-byte unsigned int; the native core has).
     """
     itemsize = src_array.dtype.itemsize
     src_start, src_loops = _byte_loops(src_array, src)
@@ -175,15 +178,15 @@ def lower(src_array: np.ndarray, dst_array: np.ndarray, src: View, dst: View, al
     loops = [[n, s, d] for (n, s), (_, d) in zip(src_loops, dst_loops)]
     loops = _merge(loops + [[itemsize, 1, 1]])
     addresses = (_address(src_array), _address(dst_array)) if aligned else ()
-    word, (pattern, block, loops) = _finish(loops, (src_start, dst_start), addresses)
+    word, (pattern, block, loops) = _finish(loops, (src_start, dst_start), addresses, widest=widest)
     return LoopNest(word, src_start // word, dst_start // word, tuple(tuple(l) for l in loops), pattern, block)
 
 
-def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True) -> LoopNest:
+def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True, widest: int = 8) -> LoopNest:
     """The loop nest that zero-fills ``dst_array[view]`` (``src`` strides are 0)."""
     start, byte_loops = _byte_loops(dst_array, view)
     loops = _merge([[n, 0, s] for n, s in byte_loops] + [[dst_array.dtype.itemsize, 0, 1]])
-    word, (_, _, loops) = _finish(loops, (start,), (_address(dst_array),) if aligned else (), fill=True)
+    word, (_, _, loops) = _finish(loops, (start,), (_address(dst_array),) if aligned else (), fill=True, widest=widest)
     return LoopNest(word, 0, start // word, tuple(tuple(l) for l in loops), "fill")
 
 
@@ -202,12 +205,12 @@ def lower_window(src_array: np.ndarray, dst_array: np.ndarray, window) -> Option
     """The loop nest of a :class:`~datamove.plans.Window`, or None when the kernels cannot take it.
 
     They take it when the space side's last axis is contiguous and items are
-    1, 2, 4 or 8 bytes, aligned: then a position ``t`` of the window is the
+    1, 2, 4, 8 or 16 bytes, aligned: then a position ``t`` of the window is the
     word at ``start + t``.
     """
     itemsize = src_array.dtype.itemsize
     space = src_array if window.space == "src" else dst_array
-    if itemsize not in _WORDS or space.strides[-1] != itemsize:
+    if itemsize not in (1, 2, 4, 8, 16) or space.strides[-1] != itemsize:
         return None
     src_start, src_loops = _byte_loops(src_array, window.src)
     dst_start, dst_loops = _byte_loops(dst_array, window.dst)
@@ -228,40 +231,3 @@ def lower_window(src_array: np.ndarray, dst_array: np.ndarray, window) -> Option
 
 def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0] + _lowest_offset(array)
-
-
-_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def word_view(array: np.ndarray, word: int) -> Optional[np.ndarray]:
-    """``array``'s whole memory span as a 1-D array of ``word``-byte unsigned ints.
-
-    ``None`` for an empty array. The span runs from the lowest to the highest
-    byte any element occupies, so negative and zero strides work.
-    """
-    if array.size == 0:
-        return None
-    if array.flags.c_contiguous and array.nbytes % word == 0:
-        try:
-            return np.frombuffer(array, _WORDS[word])  # the common case, without the span arithmetic
-        except (BufferError, TypeError, ValueError):  # a dtype the buffer protocol cannot describe
-            pass
-    lowest = _lowest_offset(array)
-    highest = sum((n - 1) * s for n, s in zip(array.shape, array.strides) if s > 0)
-    span = highest - lowest + array.dtype.itemsize
-    base = _address(array)
-    raw = np.asarray(_Buffer(array, base, span))
-    return raw[: span - span % word].view(_WORDS[word])
-
-
-class _Buffer:
-    """A writeable buffer over ``span`` bytes at ``base``, keeping ``owner`` alive."""
-
-    def __init__(self, owner: np.ndarray, base: int, span: int) -> None:
-        self.owner = owner
-        self.__array_interface__ = {
-            "shape": (span,),
-            "typestr": "|u1",
-            "data": (base, not owner.flags.writeable),
-            "version": 3,
-        }

@@ -1,0 +1,586 @@
+// datamove._native: the compiled CPU core.
+//
+// It runs the loop nests that datamove.engines.strided lowers a plan to, over
+// raw memory, with a thread pool of its own and the GIL released. Python keeps
+// the validation and the planning; this file only moves words.
+//
+// A *program* is a flat int64 buffer: its number of steps, then per step
+//
+//     pattern, word, block, lo, hi, src_start, dst_start, nloops, (count, src_stride, dst_stride) * nloops
+//
+// with starts and strides in words from each array's lowest address. The last
+// two loops are the tile (loop 1, loop 0); the loops before them are the rows,
+// which the threads share. The tiles (see datamove.engines.native_engine):
+//
+//   CONTIGUOUS   loop 0 contiguous on both sides: a memcpy per row
+//   GATHER<B>    loop 1 = (B, 1, d1), loop 0 = (n, B, 1): B output rows from one input run
+//   SCATTER<B>   loop 1 = (B, s1, 1), loop 0 = (n, 1, B): the mirror image
+//   STRIDED      anything else
+//   FILL         zeros (src strides 0)
+//   GATHER_WINDOW / SCATTER_WINDOW: the last axis in whole blocks keeping
+//                positions lo <= t < hi (SpaceToBatch's padding written, BatchToSpace's crop skipped)
+//
+// B (2, 3, 4) and the word (1, 2, 4, 8, 16 bytes) are template constants, so the
+// compiler turns the block tiles into wide loads, shuffles and wide stores.
+// Outputs larger than the last-level cache are written with non-temporal stores
+// where the CPU has them (x86-64: SSE2 movntdq), as memcpy does, so the output's
+// lines are not read before they are written; elsewhere plain stores.
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <new>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#define DM_HAVE_STREAM 1
+#else
+#define DM_HAVE_STREAM 0
+#endif
+
+namespace {
+
+enum Pattern { CONTIGUOUS = 0, GATHER = 1, SCATTER = 2, STRIDED = 3, FILL = 4, GATHER_WINDOW = 5, SCATTER_WINDOW = 6 };
+
+constexpr int kMaxLoops = 256;
+constexpr int kMaxSteps = 1 << 16;
+constexpr int kMaxThreads = 1024;
+// Bytes of work below which a job is not worth another thread's wake-up.
+constexpr int64_t kBytesPerPart = 256 * 1024;
+// Words per chunk of a streamed tile: a chunk's rows stay in L1 before they are streamed out.
+constexpr int64_t kChunkBytes = 2048;
+
+struct alignas(16) W16 {
+    uint64_t a, b;
+};
+
+struct Loop {
+    int64_t n, s, d;
+};
+
+struct Step {
+    int pattern, word, block;
+    int64_t lo, hi, src0, dst0;
+    int nouter;
+    const Loop* outer;
+    Loop l1, l0;
+    int64_t rows, row_cost, first_cost;  // first_cost: the cost of all steps before this one
+};
+
+// ------------------------------------------------------------------ stores
+
+// Copy n bytes to d, around the cache when NT (the body as aligned 16-byte streaming stores).
+template <bool NT>
+inline void put_bytes(char* d, const char* s, int64_t n) {
+#if DM_HAVE_STREAM
+    if (NT && n >= 64) {
+        int64_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
+        std::memcpy(d, s, head);
+        d += head, s += head, n -= head;
+        int64_t body = n & ~int64_t(63);
+        for (int64_t k = 0; k < body; k += 64) {
+            __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k));
+            __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k + 16));
+            __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k + 32));
+            __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k + 48));
+            _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), x0);
+            _mm_stream_si128(reinterpret_cast<__m128i*>(d + k + 16), x1);
+            _mm_stream_si128(reinterpret_cast<__m128i*>(d + k + 32), x2);
+            _mm_stream_si128(reinterpret_cast<__m128i*>(d + k + 48), x3);
+        }
+        std::memcpy(d + body, s + body, n - body);
+        return;
+    }
+#endif
+    std::memcpy(d, s, n);
+}
+
+template <bool NT>
+inline void zero_bytes(char* d, int64_t n) {
+#if DM_HAVE_STREAM
+    if (NT && n >= 64) {
+        int64_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
+        std::memset(d, 0, head);
+        d += head, n -= head;
+        int64_t body = n & ~int64_t(15);
+        const __m128i z = _mm_setzero_si128();
+        for (int64_t k = 0; k < body; k += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), z);
+        std::memset(d + body, 0, n - body);
+        return;
+    }
+#endif
+    std::memset(d, 0, n);
+}
+
+inline void fence() {
+#if DM_HAVE_STREAM
+    _mm_sfence();
+#endif
+}
+
+// ------------------------------------------------------------------ tiles
+// a, b: word indices of the tile's first element in src and dst.
+
+template <typename T, int B>
+inline void gather_rows(const T* __restrict src, T* __restrict dst, int64_t a, int64_t b, int64_t d1, int64_t n) {
+    // out row j, position i  <-  in[i * B + j]
+    if (B == 2) {
+        T* __restrict o0 = dst + b;
+        T* __restrict o1 = dst + b + d1;
+        const T* __restrict in = src + a;
+        for (int64_t i = 0; i < n; ++i) {
+            o0[i] = in[2 * i];
+            o1[i] = in[2 * i + 1];
+        }
+    } else if (B == 3) {
+        T* __restrict o0 = dst + b;
+        T* __restrict o1 = dst + b + d1;
+        T* __restrict o2 = dst + b + 2 * d1;
+        const T* __restrict in = src + a;
+        for (int64_t i = 0; i < n; ++i) {
+            o0[i] = in[3 * i];
+            o1[i] = in[3 * i + 1];
+            o2[i] = in[3 * i + 2];
+        }
+    } else {
+        T* __restrict o0 = dst + b;
+        T* __restrict o1 = dst + b + d1;
+        T* __restrict o2 = dst + b + 2 * d1;
+        T* __restrict o3 = dst + b + 3 * d1;
+        const T* __restrict in = src + a;
+        for (int64_t i = 0; i < n; ++i) {
+            o0[i] = in[4 * i];
+            o1[i] = in[4 * i + 1];
+            o2[i] = in[4 * i + 2];
+            o3[i] = in[4 * i + 3];
+        }
+    }
+}
+
+template <typename T, int B>
+inline void scatter_rows(const T* __restrict src, T* __restrict dst, int64_t a, int64_t b, int64_t s1, int64_t n) {
+    // out[i * B + j]  <-  in row j, position i
+    T* __restrict out = dst + b;
+    const T* __restrict i0 = src + a;
+    const T* __restrict i1 = src + a + s1;
+    if (B == 2) {
+        for (int64_t i = 0; i < n; ++i) {
+            out[2 * i] = i0[i];
+            out[2 * i + 1] = i1[i];
+        }
+    } else if (B == 3) {
+        const T* __restrict i2 = src + a + 2 * s1;
+        for (int64_t i = 0; i < n; ++i) {
+            out[3 * i] = i0[i];
+            out[3 * i + 1] = i1[i];
+            out[3 * i + 2] = i2[i];
+        }
+    } else {
+        const T* __restrict i2 = src + a + 2 * s1;
+        const T* __restrict i3 = src + a + 3 * s1;
+        for (int64_t i = 0; i < n; ++i) {
+            out[4 * i] = i0[i];
+            out[4 * i + 1] = i1[i];
+            out[4 * i + 2] = i2[i];
+            out[4 * i + 3] = i3[i];
+        }
+    }
+}
+
+// GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out.
+template <typename T, int B, bool NT>
+inline void gather(const T* src, T* dst, int64_t a, int64_t b, int64_t d1, int64_t n) {
+    if (!NT) return gather_rows<T, B>(src, dst, a, b, d1, n);
+    constexpr int64_t K = kChunkBytes / sizeof(T);
+    alignas(64) T buf[B * K];
+    for (int64_t i0 = 0; i0 < n; i0 += K) {
+        int64_t k = std::min(K, n - i0);
+        gather_rows<T, B>(src, buf, a + i0 * B, 0, K, k);
+        for (int j = 0; j < B; ++j)
+            put_bytes<true>(reinterpret_cast<char*>(dst + b + j * d1 + i0), reinterpret_cast<const char*>(buf + j * K), k * sizeof(T));
+    }
+}
+
+template <typename T, int B, bool NT>
+inline void scatter(const T* src, T* dst, int64_t a, int64_t b, int64_t s1, int64_t n) {
+    if (!NT) return scatter_rows<T, B>(src, dst, a, b, s1, n);
+    constexpr int64_t K = kChunkBytes / sizeof(T);
+    alignas(64) T buf[B * K];
+    for (int64_t i0 = 0; i0 < n; i0 += K) {
+        int64_t k = std::min(K, n - i0);
+        scatter_rows<T, B>(src, buf, a + i0, 0, s1, k);
+        put_bytes<true>(reinterpret_cast<char*>(dst + b + i0 * B), reinterpret_cast<const char*>(buf), k * B * sizeof(T));
+    }
+}
+
+// Windows: loop 1 the block offset j (size words), loop 0 the block index i; t = i * size + j.
+template <typename T, int B, bool NT>
+inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
+    const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, d1 = st.l1.d, d0 = st.l0.d, lo = st.lo, hi = st.hi;
+    const int64_t first = std::min(n0, (lo + size - 1) / size);
+    const int64_t last = std::max(first, std::min(n0, hi / size));
+    for (int edge = 0; edge < 2; ++edge) {
+        for (int64_t i = edge ? last : 0; i < (edge ? n0 : first); ++i)
+            for (int64_t j = 0; j < size; ++j) {
+                int64_t t = i * size + j;
+                dst[b + j * d1 + i * d0] = (lo <= t && t < hi) ? src[a + t] : T();
+            }
+    }
+    if (B && d0 == 1) return gather<T, (B ? B : 2), NT>(src, dst, a + first * size, b + first, d1, last - first);
+    for (int64_t i = first; i < last; ++i)
+        for (int64_t j = 0; j < size; ++j) dst[b + j * d1 + i * d0] = src[a + i * size + j];
+}
+
+template <typename T, int B, bool NT>
+inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
+    const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, s1 = st.l1.s, s0 = st.l0.s, lo = st.lo, hi = st.hi;
+    const int64_t first = std::min(n0, (lo + size - 1) / size);
+    const int64_t last = std::max(first, std::min(n0, hi / size));
+    for (int edge = 0; edge < 2; ++edge) {
+        for (int64_t i = edge ? last : 0; i < (edge ? n0 : first); ++i)
+            for (int64_t j = 0; j < size; ++j) {
+                int64_t t = i * size + j;
+                if (lo <= t && t < hi) dst[b + t] = src[a + j * s1 + i * s0];
+            }
+    }
+    if (B && s0 == 1) return scatter<T, (B ? B : 2), NT>(src, dst, a + first, b + first * size, s1, last - first);
+    for (int64_t i = first; i < last; ++i)
+        for (int64_t j = 0; j < size; ++j) dst[b + i * size + j] = src[a + j * s1 + i * s0];
+}
+
+template <typename T, int P, int B, bool NT>
+inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
+    const Loop l1 = st.l1, l0 = st.l0;
+    if (P == CONTIGUOUS) {
+        for (int64_t j = 0; j < l1.n; ++j)
+            put_bytes<NT>(reinterpret_cast<char*>(dst + b + j * l1.d), reinterpret_cast<const char*>(src + a + j * l1.s), l0.n * sizeof(T));
+    } else if (P == FILL) {
+        for (int64_t j = 0; j < l1.n; ++j) {
+            if (l0.d == 1) {
+                zero_bytes<NT>(reinterpret_cast<char*>(dst + b + j * l1.d), l0.n * sizeof(T));
+            } else {
+                T* o = dst + b + j * l1.d;
+                for (int64_t i = 0; i < l0.n; ++i) o[i * l0.d] = T();
+            }
+        }
+    } else if (P == GATHER) {
+        gather<T, B, NT>(src, dst, a, b, l1.d, l0.n);
+    } else if (P == SCATTER) {
+        scatter<T, B, NT>(src, dst, a, b, l1.s, l0.n);
+    } else if (P == GATHER_WINDOW) {
+        gather_window<T, B, NT>(src, dst, a, b, st);
+    } else if (P == SCATTER_WINDOW) {
+        scatter_window<T, B, NT>(src, dst, a, b, st);
+    } else {
+        for (int64_t j = 0; j < l1.n; ++j) {
+            const T* in = src + a + j * l1.s;
+            T* o = dst + b + j * l1.d;
+            if (l0.s == 1) {
+                for (int64_t i = 0; i < l0.n; ++i) o[i * l0.d] = in[i];
+            } else if (l0.d == 1) {
+                for (int64_t i = 0; i < l0.n; ++i) o[i] = in[i * l0.s];
+            } else {
+                for (int64_t i = 0; i < l0.n; ++i) o[i * l0.d] = in[i * l0.s];
+            }
+        }
+    }
+}
+
+// Rows [r0, r1) of a step: the outer loops walked as an odometer, a tile per row.
+template <typename T, int P, int B, bool NT>
+void run_rows(const Step& st, char* src_base, char* dst_base, int64_t r0, int64_t r1) {
+    const T* src = reinterpret_cast<const T*>(src_base);
+    T* dst = reinterpret_cast<T*>(dst_base);
+    int64_t index[kMaxLoops];
+    int64_t a = st.src0, b = st.dst0, rest = r0;
+    for (int k = st.nouter - 1; k >= 0; --k) {
+        const Loop& l = st.outer[k];
+        index[k] = rest % l.n;
+        rest /= l.n;
+        a += index[k] * l.s;
+        b += index[k] * l.d;
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+        tile<T, P, B, NT>(src, dst, a, b, st);
+        for (int k = st.nouter - 1; k >= 0; --k) {  // next row
+            const Loop& l = st.outer[k];
+            if (++index[k] < l.n) {
+                a += l.s;
+                b += l.d;
+                break;
+            }
+            index[k] = 0;
+            a -= (l.n - 1) * l.s;
+            b -= (l.n - 1) * l.d;
+        }
+    }
+}
+
+typedef void (*RowsFn)(const Step&, char*, char*, int64_t, int64_t);
+
+template <typename T, bool NT>
+RowsFn pick_word(int pattern, int block) {
+    switch (pattern) {
+        case CONTIGUOUS: return run_rows<T, CONTIGUOUS, 0, NT>;
+        case FILL: return run_rows<T, FILL, 0, NT>;
+        case STRIDED: return run_rows<T, STRIDED, 0, NT>;
+        case GATHER:
+            return block == 2 ? run_rows<T, GATHER, 2, NT> : block == 3 ? run_rows<T, GATHER, 3, NT> : run_rows<T, GATHER, 4, NT>;
+        case SCATTER:
+            return block == 2 ? run_rows<T, SCATTER, 2, NT> : block == 3 ? run_rows<T, SCATTER, 3, NT> : run_rows<T, SCATTER, 4, NT>;
+        case GATHER_WINDOW:
+            return block == 2 ? run_rows<T, GATHER_WINDOW, 2, NT> : block == 3 ? run_rows<T, GATHER_WINDOW, 3, NT>
+                 : block == 4 ? run_rows<T, GATHER_WINDOW, 4, NT> : run_rows<T, GATHER_WINDOW, 0, NT>;
+        default:
+            return block == 2 ? run_rows<T, SCATTER_WINDOW, 2, NT> : block == 3 ? run_rows<T, SCATTER_WINDOW, 3, NT>
+                 : block == 4 ? run_rows<T, SCATTER_WINDOW, 4, NT> : run_rows<T, SCATTER_WINDOW, 0, NT>;
+    }
+}
+
+template <bool NT>
+RowsFn pick_stream(const Step& st) {
+    switch (st.word) {
+        case 1: return pick_word<uint8_t, NT>(st.pattern, st.block);
+        case 2: return pick_word<uint16_t, NT>(st.pattern, st.block);
+        case 4: return pick_word<uint32_t, NT>(st.pattern, st.block);
+        case 8: return pick_word<uint64_t, NT>(st.pattern, st.block);
+        default: return pick_word<W16, NT>(st.pattern, st.block);
+    }
+}
+
+RowsFn pick(const Step& st, bool stream) { return stream ? pick_stream<true>(st) : pick_stream<false>(st); }
+
+// ------------------------------------------------------------------ jobs
+
+struct Job {
+    const Step* steps;
+    int nsteps;
+    int64_t total;  // the cost of all steps
+    char* src;
+    char* dst;
+    bool stream;
+    int parts;
+};
+
+// Part p of the job: the rows whose cost falls in [p * total / parts, (p + 1) * total / parts).
+void run_part(const Job& job, int p) {
+    const int64_t lo = (int64_t)((__int128)job.total * p / job.parts);
+    const int64_t hi = (int64_t)((__int128)job.total * (p + 1) / job.parts);
+    for (int s = 0; s < job.nsteps; ++s) {
+        const Step& st = job.steps[s];
+        const int64_t begin = st.first_cost, end = st.first_cost + st.rows * st.row_cost;
+        if (end <= lo || begin >= hi || st.rows == 0) continue;
+        // a row belongs to the part in which its cost starts
+        int64_t r0 = lo <= begin ? 0 : (lo - begin + st.row_cost - 1) / st.row_cost;
+        int64_t r1 = hi >= end ? st.rows : (hi - begin + st.row_cost - 1) / st.row_cost;
+        if (r0 < r1) pick(st, job.stream)(st, job.src, job.dst, r0, r1);
+    }
+    if (job.stream) fence();
+}
+
+// ------------------------------------------------------------------ the thread pool
+// Workers sleep on a condition variable between jobs; one job runs at a time
+// (callers queue on call_lock, with the GIL released). A forked child starts
+// with no workers: the atfork handler resets the pool, and it grows again on
+// the child's first call.
+
+struct Pool {
+    pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t go = PTHREAD_COND_INITIALIZER;
+    pthread_cond_t done = PTHREAD_COND_INITIALIZER;
+    int workers = 0;  // started, numbered 1..workers
+    uint64_t generation = 0;
+    int remaining = 0;
+    const Job* job = nullptr;
+};
+
+Pool pool;
+
+struct WorkerArg {
+    int index;
+    uint64_t seen;  // the generation when it was started: it takes jobs after that one
+};
+
+void* worker_main(void* raw) {
+    const int index = static_cast<WorkerArg*>(raw)->index;
+    uint64_t seen = static_cast<WorkerArg*>(raw)->seen;
+    delete static_cast<WorkerArg*>(raw);
+    pthread_mutex_lock(&pool.lock);
+    for (;;) {
+        while (pool.generation == seen) pthread_cond_wait(&pool.go, &pool.lock);
+        seen = pool.generation;
+        const Job* job = pool.job;
+        if (job == nullptr || index >= job->parts) continue;
+        pthread_mutex_unlock(&pool.lock);
+        run_part(*job, index);
+        pthread_mutex_lock(&pool.lock);
+        if (--pool.remaining == 0) pthread_cond_signal(&pool.done);
+    }
+    return nullptr;
+}
+
+void reset_after_fork() {
+    // The child has one thread: the workers (and any job) stayed in the parent.
+    new (&pool) Pool();
+}
+
+bool grow(int wanted) {
+    static bool atfork = false;
+    if (!atfork) {
+        if (pthread_atfork(nullptr, nullptr, reset_after_fork) != 0) return false;
+        atfork = true;
+    }
+    while (pool.workers < wanted) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_t thread;
+        pthread_mutex_lock(&pool.lock);
+        WorkerArg* arg = new WorkerArg{pool.workers + 1, pool.generation};
+        int rc = pthread_create(&thread, &attr, worker_main, arg);
+        if (rc == 0) pool.workers += 1;
+        pthread_mutex_unlock(&pool.lock);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+            delete arg;
+            return false;
+        }
+    }
+    return true;
+}
+
+void run_job(Job& job, int threads) {
+    const int64_t bytes = job.total;
+    int parts = (int)std::min<int64_t>(threads, std::max<int64_t>(1, bytes / kBytesPerPart));
+    if (parts <= 1) {
+        job.parts = 1;
+        run_part(job, 0);
+        return;
+    }
+    pthread_mutex_lock(&pool.call_lock);
+    if (!grow(parts - 1)) parts = std::max(1, std::min(parts, pool.workers + 1));
+    job.parts = parts;
+    if (parts > 1) {
+        pthread_mutex_lock(&pool.lock);
+        pool.job = &job;
+        pool.remaining = parts - 1;
+        pool.generation += 1;
+        pthread_cond_broadcast(&pool.go);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    run_part(job, 0);
+    if (parts > 1) {
+        pthread_mutex_lock(&pool.lock);
+        while (pool.remaining > 0) pthread_cond_wait(&pool.done, &pool.lock);
+        pool.job = nullptr;
+        pthread_mutex_unlock(&pool.lock);
+    }
+    pthread_mutex_unlock(&pool.call_lock);
+}
+
+// ------------------------------------------------------------------ Python
+
+bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* total) {
+    Py_ssize_t at = 1;
+    int64_t cost = 0;
+    for (int s = 0; s < nsteps; ++s) {
+        if (at + 8 > n) return false;
+        Step& st = steps[s];
+        st.pattern = (int)p[at];
+        st.word = (int)p[at + 1];
+        st.block = (int)p[at + 2];
+        st.lo = p[at + 3];
+        st.hi = p[at + 4];
+        st.src0 = p[at + 5];
+        st.dst0 = p[at + 6];
+        const int64_t nloops = p[at + 7];
+        at += 8;
+        if (st.pattern < 0 || st.pattern > SCATTER_WINDOW || nloops < 2 || nloops > kMaxLoops || at + 3 * nloops > n) return false;
+        if (st.word != 1 && st.word != 2 && st.word != 4 && st.word != 8 && st.word != 16) return false;
+        if ((st.pattern == GATHER || st.pattern == SCATTER) && (st.block < 2 || st.block > 4)) return false;
+        const Loop* loops = reinterpret_cast<const Loop*>(p + at);
+        at += 3 * nloops;
+        st.nouter = (int)nloops - 2;
+        st.outer = loops;
+        st.l1 = loops[nloops - 2];
+        st.l0 = loops[nloops - 1];
+        st.rows = 1;
+        for (int k = 0; k < st.nouter; ++k) {
+            if (loops[k].n < 0) return false;
+            st.rows *= loops[k].n;
+        }
+        if (st.l1.n < 0 || st.l0.n < 0) return false;
+        st.row_cost = std::max<int64_t>(1, st.l1.n * st.l0.n * st.word);
+        st.first_cost = cost;
+        cost += st.rows * st.row_cost;
+    }
+    *total = cost;
+    return at == n;
+}
+
+PyObject* py_run(PyObject*, PyObject* args) {
+    Py_buffer program;
+    unsigned long long src, dst;
+    int threads, stream;
+    if (!PyArg_ParseTuple(args, "y*KKip", &program, &src, &dst, &threads, &stream)) return nullptr;
+    const int64_t* p = static_cast<const int64_t*>(program.buf);
+    const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
+    if (n < 1 || p[0] < 0 || p[0] > kMaxSteps) {
+        PyBuffer_Release(&program);
+        PyErr_SetString(PyExc_ValueError, "datamove._native.run: a malformed program");
+        return nullptr;
+    }
+    const int nsteps = (int)p[0];
+    Step* steps = new (std::nothrow) Step[nsteps ? nsteps : 1];
+    int64_t total = 0;
+    if (steps == nullptr || !parse(p, n, steps, nsteps, &total)) {
+        delete[] steps;
+        PyBuffer_Release(&program);
+        if (steps == nullptr) return PyErr_NoMemory();
+        PyErr_SetString(PyExc_ValueError, "datamove._native.run: a malformed program");
+        return nullptr;
+    }
+    Job job{steps, nsteps, total, reinterpret_cast<char*>(src), reinterpret_cast<char*>(dst), stream != 0 && DM_HAVE_STREAM, 1};
+    threads = std::max(1, std::min(threads, kMaxThreads));
+    Py_BEGIN_ALLOW_THREADS run_job(job, threads);
+    Py_END_ALLOW_THREADS delete[] steps;
+    PyBuffer_Release(&program);
+    Py_RETURN_NONE;
+}
+
+PyObject* py_cache_bytes(PyObject*, PyObject*) {
+    long size = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    size = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (size <= 0) size = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return PyLong_FromLong(size > 0 ? size : 0);
+}
+
+PyObject* py_workers(PyObject*, PyObject*) { return PyLong_FromLong(pool.workers); }
+
+PyMethodDef methods[] = {
+    {"run", py_run, METH_VARARGS,
+     "run(program, src_address, dst_address, threads, stream): execute a lowered program (see the file's header)."},
+    {"cache_bytes", py_cache_bytes, METH_NOARGS, "The last-level cache's size in bytes, or 0 when unknown."},
+    {"workers", py_workers, METH_NOARGS, "The pool's started worker threads in this process (0 in a new fork)."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "datamove's compiled CPU core.", -1, methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject* m = PyModule_Create(&module);
+    if (m == nullptr) return nullptr;
+    if (PyModule_AddIntConstant(m, "HAVE_STREAM", DM_HAVE_STREAM) < 0) return nullptr;
+    return m;
+}

@@ -1,0 +1,158 @@
+"""The native engine: each plan as one program of loop nests, run by the compiled core.
+
+Python plans and lowers (:mod:`datamove.engines.strided`: merged dims,
+widest word, loop order, tile kind); the extension module
+``datamove._native`` (``src/datamove/_native.cpp``, built by ``pip install``)
+runs the result over the arrays' memory with its own thread pool and the GIL
+released. Every byte of the input that the output needs is read once and
+every byte of the output written once, straight from ``data`` into ``out``:
+no temporary arrays, no JIT. Items of any width move as words of 16, 8, 4, 2
+or 1 bytes, so every dtype is copied bit for bit; object arrays, whose items
+are references, go to the NumPy engine.
+
+Outputs of :data:`STREAM_BYTES` or more are written with non-temporal stores
+(where the CPU has them), as ``memcpy`` does past the last-level cache.
+
+>>> import numpy as np
+>>> from datamove import plans
+>>> data = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+>>> plan = plans.space_to_depth(data.shape, (1, 4, 2), "blocks_first", 2)
+>>> execute(plan, data, np.empty(plan.out_shape, data.dtype))[0].tolist()
+[[0.0, 2.0], [4.0, 6.0], [1.0, 3.0], [5.0, 7.0]]
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence
+
+import numpy as np
+
+from .. import threads
+from ..plans import Plan
+from . import numpy_engine
+from .strided import _address, lower, lower_fill, lower_window
+
+__all__ = ["execute", "can_take", "core", "STREAM_BYTES", "program"]
+
+
+_native = None
+
+
+def core():
+    """The extension module, loaded on the first call that needs it; a clear ImportError when it is missing."""
+    global _native, STREAM_BYTES
+    if _native is not None:
+        return _native
+    try:
+        from .. import _native as module
+    except ImportError as exc:
+        raise ImportError(
+            "datamove's compiled core (datamove._native) is missing or does not load "
+            f"({exc}); it is built from source when datamove is installed: reinstall with "
+            "'pip install --force-reinstall --no-deps .' from the source tree (or 'pip install --no-binary datamove "
+            "datamove') on a machine with a C++17 compiler and Python's headers"
+        ) from exc
+    if STREAM_BYTES is None:
+        STREAM_BYTES = module.cache_bytes() or 1 << 25
+    _native = module
+    return module
+
+_PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "fill": 4, "gather_window": 5, "scatter_window": 6}
+
+#: Output size from which stores go around the cache: the last-level cache's
+#: size, as glibc's ``memcpy`` does (32 MiB where the size is unknown).
+STREAM_BYTES = None  # set when the core loads
+
+# A nest whose rows are fewer than this has its innermost loop cut into
+# chunks of _CHUNK_WORDS, so the threads can share it.
+_MIN_ROWS = 64
+_CHUNK_WORDS = 1 << 14
+
+
+def can_take(array: object) -> bool:
+    return isinstance(array, np.ndarray) and not array.dtype.hasobject
+
+
+def _step(pattern: str, word: int, block: int, lo: int, hi: int, src_start: int, dst_start: int,
+          loops: Sequence[Sequence[int]]) -> List[int]:
+    loops = [list(l) for l in loops]
+    while len(loops) < 2:
+        loops.insert(0, [1, 0, 0])
+    return [_PATTERNS[pattern], word, block, lo, hi, src_start, dst_start, len(loops)] + [x for l in loops for x in l]
+
+
+def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int, loops) -> List[List[int]]:
+    """The steps of a nest, its innermost loop cut into chunks when the rows are too few to share."""
+    loops = [list(l) for l in loops]
+    rows = 1
+    for l in loops[:-2]:
+        rows *= l[0]
+    n0, s0, d0 = loops[-1] if loops else (0, 0, 0)
+    if rows >= _MIN_ROWS or n0 < 2 * _CHUNK_WORDS:
+        return [_step(pattern, word, block, 0, 0, src_start, dst_start, loops)]
+    chunks, rest = divmod(n0, _CHUNK_WORDS)
+    chunk = [chunks, _CHUNK_WORDS * s0, _CHUNK_WORDS * d0]
+    head = loops[:-2] + [chunk] + loops[-2:-1] + [[_CHUNK_WORDS, s0, d0]]
+    steps = [_step(pattern, word, block, 0, 0, src_start, dst_start, head)]
+    if rest:
+        tail = loops[:-1] + [[rest, s0, d0]]
+        steps.append(_step(pattern, word, block, 0, 0, src_start + chunks * chunk[1], dst_start + chunks * chunk[2], tail))
+    return steps
+
+
+def _windowed(plan: Plan, data: np.ndarray, out: np.ndarray):
+    """The steps of ``plan.windows`` and ``plan.window_fills``, or None if a window cannot be lowered."""
+    steps = []
+    for window in plan.windows:
+        nest = lower_window(data, out, window)
+        if nest is None:
+            return None
+        steps.append(_step(nest.pattern, nest.word, nest.block, nest.lo, nest.hi, nest.src_start, nest.dst_start, nest.loops))
+    for view in plan.window_fills:
+        nest = lower_fill(out, view, widest=16)
+        steps += _split("fill", nest.word, 0, 0, nest.dst_start, nest.loops)
+    return steps
+
+
+def program(plan: Plan, data: np.ndarray, out: np.ndarray) -> bytes:
+    """``plan`` on these arrays as the compiled core's program (see ``_native.cpp``).
+
+    Kept per (plan, layouts, item size, alignments): a repeated call skips the lowering.
+    """
+    key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, _address(data) % 16, _address(out) % 16)
+    found = _PROGRAMS.get(key)
+    if found is not None:
+        return found
+    steps = _windowed(plan, data, out) if plan.windows else None
+    if steps is None:
+        steps = []
+        for src, dst in plan.copies:
+            nest = lower(data, out, src, dst, widest=16)
+            steps += _split(nest.pattern, nest.word, nest.block, nest.src_start, nest.dst_start, nest.loops)
+        for view in plan.fills:
+            nest = lower_fill(out, view, widest=16)
+            steps += _split("fill", nest.word, 0, 0, nest.dst_start, nest.loops)
+    found = np.array([len(steps)] + [x for s in steps for x in s], dtype=np.int64).tobytes()
+    _PROGRAMS[key] = found
+    if len(_PROGRAMS) > _MAX_PROGRAMS:
+        try:  # another thread may evict the same one: dict operations are atomic, this pair is not
+            del _PROGRAMS[next(iter(_PROGRAMS))]
+        except (KeyError, RuntimeError, StopIteration):
+            pass
+    return found
+
+
+_PROGRAMS: dict = {}
+_MAX_PROGRAMS = 256
+
+
+def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Write ``plan`` applied to ``data`` into ``out`` (shape ``plan.out_shape``, dtype of data)."""
+    if data.dtype.hasobject or data.dtype.itemsize == 0:
+        return numpy_engine.execute(plan, data, out)
+    if out.size == 0:
+        return out
+    native = _native or core()
+    native.run(program(plan, data, out), _address(data), _address(out), threads.get_num_threads(),
+               out.nbytes >= STREAM_BYTES)
+    return out

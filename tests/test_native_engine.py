@@ -1,0 +1,422 @@
+"""The native engine (the compiled core) against the spec formulas and the NumPy engine: every item width, layout,
+pattern, streaming stores, threads, fork."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import datamove as dm
+import reference as ref
+from datamove import engines, plans, shapes
+from datamove.engines import native_engine
+from datamove.engines.strided import lower, schedule
+from strategies import depth_case, space_batch_case
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+# One dtype per item width and kind: 1, 2, 4, 8, 16 bytes, odd structured widths, ml_dtypes.
+DTYPES = [
+    np.dtype(np.bool_),
+    np.dtype(np.uint8),
+    np.dtype(np.int16),
+    np.dtype(np.float16),
+    np.dtype(ml_dtypes.bfloat16),
+    np.dtype(ml_dtypes.float8_e4m3fn),
+    np.dtype(np.float32),
+    np.dtype(">i4"),
+    np.dtype(np.float64),
+    np.dtype(np.complex128),
+    np.dtype("V3"),
+    np.dtype([("a", "u1"), ("b", "<i2"), ("c", "<f4")]),  # 7 bytes, packed
+    np.dtype("S6"),
+    np.dtype("U3"),  # 12 bytes
+    np.dtype("datetime64[ns]"),
+]
+
+
+def random_array(shape, dtype, rng):
+    raw = rng.integers(0, 256, size=int(np.prod(shape)) * dtype.itemsize, dtype=np.uint8)
+    return raw.view(dtype).reshape(shape) if dtype.itemsize else np.zeros(shape, dtype)
+
+
+def same_bits(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def run_both(op, data, *args):
+    expected = op(data, *args, engine="numpy")
+    got = op(data, *args, engine="native")
+    assert same_bits(got, expected)
+    return got
+
+
+# ------------------------------------------------------------------ properties against the spec
+
+
+@settings(max_examples=120, deadline=None)
+@given(space_batch_case(max_block=5), st.sampled_from(DTYPES), st.integers(0, 2**32 - 1))
+def test_space_batch_round_trip_every_width(case, dtype, seed):
+    shape, block, begin, end = case
+    data = random_array(shape, dtype, np.random.default_rng(seed))
+    batched = run_both(dm.space_to_batch, data, block, begin, end)
+    assert same_bits(batched, ref.space_to_batch(data, block, begin, end))
+    assert same_bits(run_both(dm.batch_to_space, batched, block, begin, end), data)
+
+
+@settings(max_examples=120, deadline=None)
+@given(depth_case(max_block=5), st.sampled_from(DTYPES), st.integers(0, 2**32 - 1))
+def test_depth_round_trip_every_width(case, dtype, seed):
+    shape, mode, size = case
+    data = random_array(shape, dtype, np.random.default_rng(seed))
+    deep = run_both(dm.space_to_depth, data, mode, size)
+    assert same_bits(deep, ref.space_to_depth(data, mode, size))
+    assert same_bits(run_both(dm.depth_to_space, deep, mode, size), data)
+
+
+# ------------------------------------------------------------------ layouts
+
+
+def layouts(data):
+    """The same values in memory layouts the kernels must walk correctly."""
+    yield "C", data
+    yield "Fortran", np.asfortranarray(data)
+    flipped = np.ascontiguousarray(data[::-1, ..., ::-1])
+    yield "negative strides", flipped[::-1, ..., ::-1]
+    padded = np.zeros(tuple(2 * n for n in data.shape), data.dtype)
+    padded[tuple(slice(None, None, 2) for _ in data.shape)] = data
+    yield "every other element", padded[tuple(slice(None, None, 2) for _ in data.shape)]
+    yield "transposed copy", np.ascontiguousarray(np.moveaxis(data, 1, -1)).transpose(0, data.ndim - 1, *range(1, data.ndim - 1))
+    structured = np.zeros(data.shape, [("pad", "u1"), ("x", data.dtype)])
+    structured["x"] = data
+    yield "unaligned field", structured["x"]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64, np.complex128])
+def test_layouts(dtype):
+    rng = np.random.default_rng(7)
+    data = random_array((4, 6, 12, 12), np.dtype(dtype), rng)
+    for name, view in layouts(data):
+        assert same_bits(view, data), name
+        for mode in ("blocks_first", "depth_first"):
+            for size in (1, 2, 3, 4, 6):
+                assert same_bits(dm.space_to_depth(view, mode, size, engine="native"), ref.space_to_depth(data, mode, size)), name
+        args = ([1, 2, 3, 4], [0, 1, 1, 3], [0, 1, 2, 1])
+        assert same_bits(dm.batch_to_space(view, [1, 2, 1, 2], [0, 1, 0, 3], [0, 1, 2, 1], engine="native"),
+                         ref.batch_to_space(data, [1, 2, 1, 2], [0, 1, 0, 3], [0, 1, 2, 1])), name
+        assert same_bits(dm.space_to_batch(view, *args, engine="native"), ref.space_to_batch(data, *args)), name
+
+
+def test_broadcast_input_and_strided_out():
+    data = np.broadcast_to(np.arange(8, dtype=np.uint8).reshape(1, 1, 1, 8), (2, 3, 4, 8))
+    expected = ref.space_to_depth(np.ascontiguousarray(data), "depth_first", 2)
+    assert same_bits(dm.space_to_depth(data, "depth_first", 2, engine="native"), expected)
+    # an out that is a transposed view (TensorFlow's NHWC output seen as NCHW)
+    base = np.full((2, 2, 4, 12), 99, np.uint8)
+    out = base.transpose(0, 3, 1, 2)
+    assert dm.space_to_depth(data, "depth_first", 2, out=out, engine="native") is out
+    assert same_bits(out, expected)
+
+
+def test_object_arrays_go_through_numpy():
+    data = np.array([object(), "a", 3, None] * 4, dtype=object).reshape(1, 4, 2, 2)
+    with pytest.raises(dm.DataMoveError, match=r"engine 'native' cannot take a numpy.ndarray; engines that can: \['numpy'\]"):
+        dm.space_to_depth(data, "blocks_first", 2, engine="native")
+    out = dm.space_to_depth(np.tile(data, (1, 1, 300, 300)), "blocks_first", 2)[..., :2, :2]  # auto, past the threshold
+    data = np.tile(data, (1, 1, 300, 300))[..., :4, :4]
+    expected = ref.space_to_depth(data, "blocks_first", 2)[..., :2, :2]
+    assert all(a is b for a, b in zip(out.ravel(), expected.ravel()))
+
+
+# ------------------------------------------------------------------ larger cases: every tile pattern, many threads' shares
+
+
+@pytest.mark.parametrize("block", [2, 3, 4, 5])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+def test_patterns_on_larger_arrays(block, dtype):
+    rng = np.random.default_rng(block)
+    data = random_array((3, 5, 12 * block, 10 * block), np.dtype(dtype), rng)
+    for mode in ("blocks_first", "depth_first"):
+        deep = run_both(dm.space_to_depth, data, mode, block)
+        run_both(dm.depth_to_space, deep, mode, block)
+    args = ([1, 1, block, block], [0, 0, 1, block - 1], [0, 0, block - 1, 1])
+    batched = run_both(dm.space_to_batch, data, *args)
+    run_both(dm.batch_to_space, batched, *args)
+    nhwc = np.ascontiguousarray(np.moveaxis(data, 1, -1))
+    assert same_bits(dm.space_to_depth(nhwc.transpose(0, 3, 1, 2), "blocks_first", block, engine="native"),
+                     ref.space_to_depth(data, "blocks_first", block))
+
+
+def test_long_contiguous_runs_are_split_among_threads():
+    # block 1 everywhere: one long contiguous loop, cut into chunks plus a remainder
+    data = np.arange(3 * 100_003, dtype=np.uint16).reshape(3, 100_003)
+    assert same_bits(dm.space_to_batch(data, [1, 1], [0, 0], [0, 0], engine="native"), data)
+    assert same_bits(dm.batch_to_space(data[:1], [1, 1], [0, 5], [0, 7], engine="native"), data[:1, 5:-7])
+
+
+def test_thread_counts_give_the_same_result():
+    data = np.random.default_rng(3).random((4, 8, 64, 64)).astype(np.float32)
+    expected = ref.space_to_depth(data, "blocks_first", 2)
+    before = dm.get_num_threads()
+    try:
+        for threads in (1, 2, 3, 5, 8, 16):
+            dm.set_num_threads(threads)
+            assert dm.get_num_threads() == threads
+            assert same_bits(dm.space_to_depth(data, "blocks_first", 2, engine="native"), expected)
+    finally:
+        dm.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ scheduling
+
+
+def test_schedule_names_the_block_patterns():
+    data = np.zeros((1, 2, 8, 8), np.float32)
+    for mode in ("blocks_first", "depth_first"):
+        plan = plans.space_to_depth(data.shape, (1, 8, 4, 4), mode, 2)
+        nest = lower(data, np.zeros(plan.out_shape, np.float32), *plan.copies[0])
+        assert (nest.pattern, nest.block) == ("gather", 2)
+        back = plans.depth_to_space(plan.out_shape, data.shape, mode, 2)
+        nest = lower(np.zeros(plan.out_shape, np.float32), data, *back.copies[0])
+        assert (nest.pattern, nest.block) == ("scatter", 2)
+    assert schedule([[5, 1, 1], [3, 5, 7]])[0] == "contiguous"
+    assert schedule([[5, 3, 7], [3, 1, 2]])[0] == "strided"
+    assert schedule([[4, 0, 1], [3, 0, 9]], fill=True) == ("contiguous", 0, [[3, 0, 9], [4, 0, 1]])
+
+
+# ------------------------------------------------------------------ engine choice, memory, imports
+
+
+def test_auto_picks_native_from_the_threshold():
+    small = np.zeros(engines.NATIVE_MIN_BYTES - 1, np.uint8).reshape(1, -1)
+    large = np.zeros(engines.NATIVE_MIN_BYTES, np.uint8).reshape(1, -1)
+    assert engines.select("auto", small).__module__.endswith("numpy_engine")
+    assert engines.select("auto", large).__module__.endswith("native_engine")
+    assert engines.select("auto", large.astype(object)).__module__.endswith("numpy_engine")
+    for array in (small, large):
+        assert same_bits(dm.space_to_batch(array, [1, 1], [0, 1], [0, 2]), ref.space_to_batch(array, [1, 1], [0, 1], [0, 2]))
+
+
+def test_no_temporary_arrays():
+    data = np.random.default_rng(0).random((4, 16, 128, 128)).astype(np.float32)  # 4 MiB
+    out = np.empty((4, 64, 64, 64), np.float32)
+    tracemalloc.start()
+    dm.space_to_depth(data, "blocks_first", 2, out=out, engine="native")
+    dm.space_to_batch(data, [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], engine="native")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    output = 4 * 16 * 65 * 65 * 4 * 4
+    assert peak <= output + (1 << 20), peak
+
+
+def test_import_loads_neither_the_core_nor_a_jit():
+    code = ("import sys, datamove; import numpy as np; datamove.space_to_depth(np.zeros((1, 1, 2, 2)), 'blocks_first', 2); "
+            "print(sorted(m for m in ('numba', 'llvmlite', 'datamove._native') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+def test_bad_input_raises_before_any_kernel():
+    out = np.full((1, 4, 2, 2), 7.0)
+    with pytest.raises(dm.DataMoveError, match="out.shape"):
+        dm.space_to_depth(np.zeros((1, 1, 4, 4)), "blocks_first", 2, out=out[:, :2], engine="native")
+    with pytest.raises(dm.DataMoveError, match="block_size"):
+        dm.space_to_depth(np.zeros((1, 1, 4, 5)), "blocks_first", 2, out=out, engine="native")
+    assert (out == 7.0).all()
+    assert native_engine.can_take(np.zeros(1)) and not native_engine.can_take(np.zeros(1, object))
+
+
+# ------------------------------------------------------------------ the compiled core: stores, words, threads, fork
+
+
+@pytest.fixture
+def streaming(monkeypatch):
+    """Every output takes the non-temporal store path, however small."""
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once
+@given(space_batch_case(max_block=5), st.sampled_from(DTYPES), st.integers(0, 2**32 - 1))
+def test_streaming_stores_space_batch(streaming, case, dtype, seed):
+    shape, block, begin, end = case
+    data = random_array(shape, dtype, np.random.default_rng(seed))
+    batched = run_both(dm.space_to_batch, data, block, begin, end)
+    assert same_bits(run_both(dm.batch_to_space, batched, block, begin, end), data)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once
+@given(depth_case(max_block=5), st.sampled_from(DTYPES), st.integers(0, 2**32 - 1))
+def test_streaming_stores_depth(streaming, case, dtype, seed):
+    shape, mode, size = case
+    data = random_array(shape, dtype, np.random.default_rng(seed))
+    deep = run_both(dm.space_to_depth, data, mode, size)
+    assert same_bits(run_both(dm.depth_to_space, deep, mode, size), data)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.complex128, "V3"])
+def test_long_rows_every_word_unaligned_and_strided_outputs(monkeypatch, stream, dtype):
+    """Rows long enough for the streamed body, heads and tails at every alignment, into C, strided and flipped outs."""
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(11)
+    data = random_array((2, 3, 6, 4 * 3 * 97), dtype, rng)
+    for shift in (0, 1, 3):  # the input starts 0, 1 or 3 items into a buffer
+        base = random_array((data.size + shift,), dtype, rng)
+        view = base[shift:].reshape(data.shape)
+        view[...] = data
+        for block in (2, 3, 4):
+            for mode in ("blocks_first", "depth_first"):
+                expected = ref.space_to_depth(data, mode, block) if data.shape[2] % block == 0 else None
+                if expected is None:
+                    continue
+                got = dm.space_to_depth(view, mode, block, engine="native")
+                assert same_bits(got, expected)
+                assert same_bits(dm.depth_to_space(got, mode, block, engine="native"), data)
+                flipped = np.empty(expected.shape, dtype)[:, :, ::-1, ::-1]
+                dm.space_to_depth(view, mode, block, out=flipped, engine="native")
+                assert same_bits(flipped, expected)
+            args = ([1, 1, 2, block], [0, 0, 1, block - 1], [0, 0, 1, 1])
+            assert same_bits(dm.space_to_batch(view, *args, engine="native"), ref.space_to_batch(data, *args))
+            batched = ref.space_to_batch(data, *args)
+            assert same_bits(dm.batch_to_space(batched, *args, engine="native"), data)
+
+
+def test_sixteen_byte_words():
+    data = (np.arange(4 * 6 * 8 * 8) + 1j).astype(np.complex128).reshape(4, 6, 8, 8)
+    plan = plans.space_to_depth(data.shape, (4, 24, 4, 4), "depth_first", 2)
+    out = np.empty(plan.out_shape, data.dtype)
+    assert lower(data, out, *plan.copies[0], widest=16).word == 16
+    assert lower(data, out, *plan.copies[0]).word == 8  # NumPy's engines stop at 8
+    assert same_bits(dm.space_to_depth(data, "depth_first", 2, engine="native"), ref.space_to_depth(data, "depth_first", 2))
+
+
+def test_many_python_threads_at_once():
+    """8 threads calling at once, on shapes that evict each other's cached programs, against one thread's results."""
+    rng = np.random.default_rng(5)
+    inputs = [random_array((2, 4, 8 * k, 8 * (k + 1)), np.dtype(np.float32), rng) for k in range(1, 6)]
+    calls = []
+    for data in inputs:
+        calls.append((dm.space_to_depth, data, ("blocks_first", 2)))
+        calls.append((dm.space_to_batch, data, ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])))
+        calls.append((dm.space_to_depth, data, ("depth_first", 4)))
+    expected = [op(data, *args, engine="numpy") for op, data, args in calls]
+    errors = []
+    before = native_engine._MAX_PROGRAMS
+    native_engine._MAX_PROGRAMS = 2  # constant eviction: the races the cache must survive
+
+    def work(seed):
+        order = np.random.default_rng(seed).permutation(len(calls) * 4) % len(calls)
+        try:
+            for k in order:
+                op, data, args = calls[k]
+                if not same_bits(op(data, *args, engine="native"), expected[k]):
+                    errors.append(f"mismatch in call {k}")
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    try:
+        workers = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        native_engine._MAX_PROGRAMS = before
+    assert errors == []
+
+
+def test_forked_child_after_use():
+    """A child forked after large calls (DataLoader workers, multiprocessing) runs large calls with its own pool."""
+    code = (
+        "import os, sys, numpy as np, datamove as dm\n"
+        "from datamove.engines import native_engine\n"
+        "x = np.random.default_rng(0).random((8, 16, 128, 128)).astype(np.float32)\n"
+        "expected = dm.space_to_depth(x, 'blocks_first', 2, engine='numpy')\n"
+        "assert (dm.space_to_depth(x, 'blocks_first', 2) == expected).all()\n"
+        "assert native_engine.core().workers() >= 1\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    ok = native_engine.core().workers() == 0\n"
+        "    ok = ok and all((dm.space_to_depth(x, 'blocks_first', 2) == expected).all() for _ in range(3))\n"
+        "    ok = ok and native_engine.core().workers() >= 1\n"
+        "    os._exit(0 if ok else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "assert (dm.space_to_depth(x, 'blocks_first', 2) == expected).all()\n"
+        "print(os.waitstatus_to_exitcode(status))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "DATAMOVE_NUM_THREADS": "4"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
+
+
+def test_num_threads_setting_and_environment():
+    before = dm.get_num_threads()
+    try:
+        for bad in (0, -1, 1025):
+            with pytest.raises(dm.DataMoveError, match=r"n must be from 1 to 1024 threads, got"):
+                dm.set_num_threads(bad)
+        for bad in (2.0, True, "2", None):
+            with pytest.raises(TypeError, match="n must be an int"):
+                dm.set_num_threads(bad)
+        dm.set_num_threads(np.int64(3))
+        assert dm.get_num_threads() == 3 and type(dm.get_num_threads()) is int
+    finally:
+        dm.set_num_threads(before)
+    code = "import os, datamove as dm; print(dm.get_num_threads(), len(os.sched_getaffinity(0)))"
+    env = {k: v for k, v in os.environ.items() if k != "DATAMOVE_NUM_THREADS"}
+    got, cores = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
+    assert got == cores  # the default: the cores this process may use
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**env, "DATAMOVE_NUM_THREADS": "5"}).stdout.split()[0]
+    assert got == "5"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**env, "DATAMOVE_NUM_THREADS": "many"})
+    assert "DATAMOVE_NUM_THREADS must be an integer from 1 to 1024, got 'many'" in result.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
+def test_default_threads_follow_the_affinity_mask():
+    code = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); import datamove as dm; print(dm.get_num_threads())"
+    env = {k: v for k, v in os.environ.items() if k != "DATAMOVE_NUM_THREADS"}
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.strip() == "1"
+
+
+def test_a_missing_core_is_a_clear_error_not_a_slow_fallback():
+    code = (
+        "import sys, numpy as np\n"
+        "sys.modules['datamove._native'] = None  # as if the extension had not been built\n"
+        "import datamove as dm\n"
+        "small = dm.space_to_depth(np.zeros((1, 1, 4, 4)), 'blocks_first', 2)  # NumPy's path needs no core\n"
+        "try:\n"
+        "    dm.space_to_depth(np.zeros((1, 16, 256, 256)), 'blocks_first', 2)\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "datamove's compiled core (datamove._native) is missing" in result.stdout
+    assert "pip install" in result.stdout and "C++17 compiler" in result.stdout
+
+
+def test_malformed_programs_are_refused():
+    core = native_engine.core()
+    buffer = np.zeros(4, np.uint8)
+    address = buffer.__array_interface__["data"][0]
+    step = [0, 1, 0, 0, 0, 0, 0, 2, 1, 0, 0, 4, 1, 1]
+    good = np.array([1] + step, np.int64).tobytes()
+    core.run(good, address, address, 1, False)
+    for bad in ([], [2] + step, [1] + step[:-1], [1] + step[:1] + [3] + step[2:], [1] + [9] + step[1:],
+                [1] + [1, 1, 7] + step[3:], [1] + step[:7] + [300] + step[8:], [-1]):
+        with pytest.raises(ValueError, match="malformed program"):
+            core.run(np.array(bad, np.int64).tobytes(), address, address, 1, False)
