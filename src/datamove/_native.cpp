@@ -254,12 +254,36 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
         for (int64_t j = 0; j < size; ++j) dst[b + i * size + j] = src[a + j * s1 + i * s0];
 }
 
+// Rows of a fixed number of bytes (short runs: channels innermost): constant-size copies the
+// compiler turns into a few vector moves, instead of a memcpy call per run.
+template <int N>
+inline void copy_rows(char* d, const char* s, int64_t rows, int64_t d1, int64_t s1) {
+    for (int64_t j = 0; j < rows; ++j) std::memcpy(d + j * d1, s + j * s1, N);
+}
+
 template <typename T, int P, int B, bool NT>
 inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     const Loop l1 = st.l1, l0 = st.l0;
     if (P == CONTIGUOUS) {
-        for (int64_t j = 0; j < l1.n; ++j)
-            put_bytes<NT>(reinterpret_cast<char*>(dst + b + j * l1.d), reinterpret_cast<const char*>(src + a + j * l1.s), l0.n * sizeof(T));
+        const int64_t bytes = l0.n * (int64_t)sizeof(T);
+        char* d = reinterpret_cast<char*>(dst + b);
+        const char* s = reinterpret_cast<const char*>(src + a);
+        const int64_t d1 = l1.d * (int64_t)sizeof(T), s1 = l1.s * (int64_t)sizeof(T);
+        if (!NT || bytes < 64) {
+            switch (bytes) {
+                case 4: return copy_rows<4>(d, s, l1.n, d1, s1);
+                case 8: return copy_rows<8>(d, s, l1.n, d1, s1);
+                case 12: return copy_rows<12>(d, s, l1.n, d1, s1);
+                case 16: return copy_rows<16>(d, s, l1.n, d1, s1);
+                case 24: return copy_rows<24>(d, s, l1.n, d1, s1);
+                case 32: return copy_rows<32>(d, s, l1.n, d1, s1);
+                case 48: return copy_rows<48>(d, s, l1.n, d1, s1);
+                case 64: return copy_rows<64>(d, s, l1.n, d1, s1);
+                case 128: return copy_rows<128>(d, s, l1.n, d1, s1);
+                default: break;
+            }
+        }
+        for (int64_t j = 0; j < l1.n; ++j) put_bytes<NT>(d + j * d1, s + j * s1, bytes);
     } else if (P == FILL) {
         for (int64_t j = 0; j < l1.n; ++j) {
             if (l0.d == 1) {
@@ -306,8 +330,19 @@ void run_rows(const Step& st, char* src_base, char* dst_base, int64_t r0, int64_
         a += index[k] * l.s;
         b += index[k] * l.d;
     }
-    for (int64_t r = r0; r < r1; ++r) {
-        tile<T, P, B, NT>(src, dst, a, b, st);
+    // the innermost outer loop runs straight through; the odometer only carries into the others
+    const Loop inner = st.nouter ? st.outer[st.nouter - 1] : Loop{1, 0, 0};
+    for (int64_t r = r0; r < r1;) {
+        const int64_t at = st.nouter ? index[st.nouter - 1] : 0;
+        const int64_t run = std::min(r1 - r, inner.n - at);
+        for (int64_t m = 0; m < run; ++m) tile<T, P, B, NT>(src, dst, a + m * inner.s, b + m * inner.d, st);
+        r += run;
+        if (r >= r1) break;
+        if (st.nouter) {
+            index[st.nouter - 1] = inner.n - 1;  // the row the loop ended on: carry from there
+            a += (run - 1) * inner.s;
+            b += (run - 1) * inner.d;
+        }
         for (int k = st.nouter - 1; k >= 0; --k) {  // next row
             const Loop& l = st.outer[k];
             if (++index[k] < l.n) {

@@ -66,10 +66,12 @@ def _scaled(shape: Sequence[int], size: int, itemsize: int, multiple: int) -> Tu
     return (batch,) + tuple(shape[1:])
 
 
-def suite(scale: str = "full") -> List[Case]:
+def suite(scale: str = "full", large: bool = False) -> List[Case]:
     """The fixed suite: all four ops, both modes, NCHW/NHWC, blocks 2/3/4/non-square, 4-D and 5-D,
-    crops and pads, float32/uint8/float64, 4 KiB to 256 MiB (``"quick"``: small sizes only)."""
+    crops and pads, float32/uint8/float64, short inner runs (4-64 channels innermost), 4 KiB to 256 MiB
+    (``"quick"``: small sizes only); ``large`` adds 512 MiB and 1 GiB cases."""
     big = {"full": 128 << 20, "quick": 1 << 20}[scale]
+    mid = big // 2  # the short-run cases: 64 MiB
     cases: List[Case] = []
     f32 = "float32"
     for mode in ("blocks_first", "depth_first"):
@@ -96,8 +98,28 @@ def suite(scale: str = "full") -> List[Case]:
         if size < big:
             cases.append(Case("s2d", "space_to_depth", _scaled((1, 4, 16, 16), size, 4, 1), f32, ("blocks_first", 2)))
             cases.append(Case("b2s", "batch_to_space", _scaled((4, 1, 16, 16), size, 4, 4), f32, ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])))
+    # Short inner runs: channels innermost (NHWC) with 4 to 64 channels, crops and pads, and the
+    # cases where the contiguous runs are one item (depth_first in NHWC) or odd blocks.
+    cases.append(Case("b2s short", "batch_to_space", _scaled((4, 16, 128, 128), mid, 4, 4), f32,
+                      ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), "nhwc"))
+    cases.append(Case("s2b short", "space_to_batch", _scaled((1, 4, 254, 254), mid, 4, 1), f32,
+                      ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), "nhwc"))
+    cases.append(Case("s2d short", "space_to_depth", _scaled((1, 8, 256, 256), mid, 4, 1), f32, ("blocks_first", 2), "nhwc"))
+    cases.append(Case("d2s short", "depth_to_space", _scaled((1, 64, 128, 128), mid, 4, 1), f32, ("blocks_first", 2), "nhwc"))
+    cases.append(Case("s2d short", "space_to_depth", _scaled((1, 16, 256, 256), mid, 4, 1), f32, ("depth_first", 2), "nhwc"))
+    cases.append(Case("d2s short", "depth_to_space", _scaled((1, 64, 128, 128), mid, 4, 1), f32, ("depth_first", 2), "nhwc"))
+    cases.append(Case("s2d 5-D", "space_to_depth", _scaled((1, 8, 24, 48, 48), mid, 4, 1), f32, ("depth_first", 3)))
+    cases.append(Case("s2b f64", "space_to_batch", _scaled((1, 8, 190, 190), mid, 8, 1), "float64",
+                      ([1, 1, 3, 3], [0, 0, 1, 1], [0, 0, 1, 1])))
+    cases.append(Case("b2s 5-D short", "batch_to_space", _scaled((8, 4, 32, 64, 64), mid, 4, 8), f32,
+                      ([1, 1, 2, 2, 2], [0, 0, 1, 1, 1], [0, 0, 1, 1, 1]), "nhwc"))
     if scale == "full":
         cases.append(Case("s2d 256 MiB", "space_to_depth", _scaled((1, 64, 256, 256), 256 << 20, 4, 1), f32, ("blocks_first", 2)))
+    if large:
+        for size, name in ((512 << 20, "512 MiB"), (1 << 30, "1 GiB")):
+            cases.append(Case(f"s2d {name}", "space_to_depth", _scaled((1, 64, 256, 256), size, 4, 1), f32, ("blocks_first", 2)))
+            cases.append(Case(f"b2s {name}", "batch_to_space", _scaled((4, 32, 256, 256), size, 4, 4), f32,
+                              ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 1, 2])))
     return cases
 
 
@@ -413,6 +435,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="datamove bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (this suite) or cuda (datamove.bench_gpu)")
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
+    parser.add_argument("--large", action="store_true", help="add 512 MiB and 1 GiB cases (needs about 4 GiB of memory)")
     parser.add_argument("--json", default="bench-results.json", help="where to write the results (default: %(default)s)")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers to time (default: all installed); '' for none")
     parser.add_argument("--only", default="", help="run only the cases whose label contains this text")
@@ -423,7 +446,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         parser.error(f"unknown peers {unknown}; known: {list(PEERS)}")
-    cases = [c for c in suite("quick" if args.quick else "full") if args.only in c.label]
+    cases = [c for c in suite("quick" if args.quick else "full", args.large) if args.only in c.label]
     threads = _threads()
     timer = Timer(args.budget, 5)
     floor = Floor(threads)

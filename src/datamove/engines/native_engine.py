@@ -53,20 +53,52 @@ def core():
             "datamove') on a machine with a C++17 compiler and Python's headers"
         ) from exc
     if STREAM_BYTES is None:
-        STREAM_BYTES = module.cache_bytes() or 1 << 25
+        STREAM_BYTES = _last_level_cache() or module.cache_bytes() or 1 << 25
     _native = module
     return module
 
 _PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "fill": 4, "gather_window": 5, "scatter_window": 6}
 
-#: Output size from which stores go around the cache: the last-level cache's
-#: size, as glibc's ``memcpy`` does (32 MiB where the size is unknown).
+#: Output size from which stores go around the cache: the size of the
+#: last-level cache this CPU shares (sysfs; else ``sysconf``; else 32 MiB).
+#: Measured on the 2-core machine (32 MiB L3): S2D with ``out=`` at 32 MiB is
+#: 0.82x the copy floor with plain stores, 0.67x streamed; at 8 MiB 0.80x
+#: plain but 2.1x streamed (the output would have stayed in cache).
 STREAM_BYTES = None  # set when the core loads
 
 # A nest whose rows are fewer than this has its innermost loop cut into
 # chunks of _CHUNK_WORDS, so the threads can share it.
 _MIN_ROWS = 64
 _CHUNK_WORDS = 1 << 14
+
+
+def _last_level_cache() -> int:
+    """The size of the last-level cache instance cpu0 shares, from sysfs (0 when unknown).
+
+    Not ``sysconf``'s figure, which on AMD EPYC adds up every CCX's L3
+    (384 MiB where a core reaches 32 MiB).
+    """
+    import glob
+
+    best = (0, 0)
+    for folder in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(f"{folder}/level") as f:
+                level = int(f.read())
+            with open(f"{folder}/type") as f:
+                kind = f.read().strip()
+            with open(f"{folder}/size") as f:
+                text = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        try:
+            size = int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
+        except ValueError:
+            continue
+        if kind in ("Unified", "Data") and (level, size) > best:
+            best = (level, size)
+    return best[1]
 
 
 def can_take(array: object) -> bool:
