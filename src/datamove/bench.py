@@ -417,11 +417,14 @@ def _format(value: Optional[float]) -> str:
 
 
 def table(rows: Sequence[Dict[str, Any]], peers: Sequence[str]) -> str:
-    head = ["case", "MiB", "floor ms", "datamove", "alloc"] + list(peers)
+    first = any("first_call" in row for row in rows)
+    head = ["case", "MiB", "floor ms", "datamove", "alloc"] + (["first call"] if first else []) + list(peers)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row["case"], f"{row['in_bytes'] / 2**20:.3g}", f"{row['floor_s'] * 1e3:.3f}",
-                 _format(row["datamove"]), _format(row["datamove_alloc"])] + [_format(row.get(p)) for p in peers]
+                 _format(row["datamove"]), _format(row["datamove_alloc"])]
+        cells += [_format(row.get("first_call"))] if first else []
+        cells += [_format(row.get(p)) for p in peers]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -436,6 +439,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (this suite) or cuda (datamove.bench_gpu)")
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--large", action="store_true", help="add 512 MiB and 1 GiB cases (needs about 4 GiB of memory)")
+    parser.add_argument("--process", action="store_true",
+                        help="also what a fresh process meets: each case's first call (>= 1 MiB) over its steady call, "
+                             "a 10-call script against the NumPy idiom, import plus 10 calls of 64 MiB")
+    parser.add_argument("--install-size", action="store_true", help="also the bytes 'pip install .' adds to a bare venv")
     parser.add_argument("--json", default="bench-results.json", help="where to write the results (default: %(default)s)")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers to time (default: all installed); '' for none")
     parser.add_argument("--only", default="", help="run only the cases whose label contains this text")
@@ -456,12 +463,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for number, case in enumerate(cases, 1):
         start = time.perf_counter()
         row = run_case(case, timer, floor, peers, args.engine)
+        if args.process and case.nbytes >= 1 << 20:
+            from . import bench_process
+
+            times = bench_process.first_call(case)
+            row["first_call"] = times["first_s"] / times["steady_s"]
+            row.update(first_call_s=times["first_s"], first_steady_s=times["steady_s"])
         rows.append(row)
         ours = f"{row['datamove']:.2f}x"
         print(f"[{number}/{len(cases)}] {case.label}: datamove {ours} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
     print(table(rows, peers))
+    results: Dict[str, Any] = {"machine": machine, "threads": threads, "peers": peers, "rows": rows}
+    if args.process:
+        from . import bench_process
+
+        results["script"] = bench_process.script()
+        results["cold_start"] = bench_process.cold_start()
+        s, c = results["script"], results["cold_start"]
+        print(f"\n10 space_to_depth calls on 32 MiB, whole process: datamove {s['datamove_s']:.3f} s, "
+              f"NumPy idiom {s['idiom_s']:.3f} s, ratio {s['ratio']:.2f}")
+        print(f"import datamove {c['import_datamove_s'] * 1e3:.1f} ms after numpy; 10 calls of 64 MiB into out= "
+              f"{c['ten_calls_s']:.3f} s; together {c['import_plus_calls_s']:.3f} s")
+    if args.install_size:
+        from . import bench_process
+
+        results["install"] = size = bench_process.install_size()
+        print(f"pip install . into a bare venv adds {size['added_bytes'] / 2**20:.1f} MiB "
+              f"(NumPy {size['numpy_bytes'] / 2**20:.1f} MiB of it): {', '.join(size['packages'])}")
     with open(args.json, "w") as handle:
-        json.dump({"machine": machine, "threads": threads, "peers": peers, "rows": rows}, handle, indent=1)
+        json.dump(results, handle, indent=1)
     print(f"wrote {args.json}", file=sys.stderr)
     return 0
 

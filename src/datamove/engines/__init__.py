@@ -51,6 +51,12 @@ def select(engine: object, array: object) -> Callable:
         raise TypeError(f"engine must be a string, got {type(engine).__name__} {engine!r}")
     if engine != "auto" and engine not in ENGINES:
         raise DataMoveError(f"engine must be 'auto' or one of {list(ENGINES)}, got {engine!r}")
+    # The common answers without importing every engine (a first call pays for each import):
+    # NumPy takes every ndarray, so "auto" gives one to NumPy or, when large, the native core.
+    if engine == "auto" and type(array).__module__ == "numpy" and _module("numpy").can_take(array):
+        return _module("native" if _wants_native(array) else "numpy").execute
+    if engine in _MODULES and _module(engine).can_take(array):
+        return _module(engine).execute
     able = engines_for(array)
     kind = f"{type(array).__module__}.{type(array).__qualname__}"
     if not able:
@@ -59,7 +65,6 @@ def select(engine: object, array: object) -> Callable:
         engine = able[0]
         if engine == "numpy" and _wants_native(array):
             engine = "native"
-    elif engine not in able:
-        missing = "is not available in this version" if engine not in _MODULES else f"cannot take a {kind}"
-        raise DataMoveError(f"engine {engine!r} {missing}; engines that can: {able}")
-    return _module(engine).execute
+        return _module(engine).execute
+    missing = "is not available in this version" if engine not in _MODULES else f"cannot take a {kind}"
+    raise DataMoveError(f"engine {engine!r} {missing}; engines that can: {able}")

@@ -1,0 +1,154 @@
+"""What a user meets before any loop is warm: fresh processes, whole scripts, the install.
+
+Used by :mod:`datamove.bench` (``--process``, ``--install-size``):
+
+* :func:`first_call`: in a new process, the first call of a case (with
+  ``out=``) against the median of the calls after it;
+* :func:`script`: a short script, ``import`` to exit, doing 10 calls, timed as
+  a whole process against the same script written with NumPy's
+  reshape/transpose/reshape idiom (medians of paired runs);
+* :func:`cold_start`: ``import datamove`` plus 10 calls of 64 MiB into ``out=``,
+  timed inside a new process from before the import;
+* :func:`install_size`: the bytes ``pip install .`` adds to a bare virtual environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, Optional
+
+__all__ = ["first_call", "script", "cold_start", "install_size"]
+
+_FIRST_CALL = """
+import time, json, sys
+import numpy as np
+import datamove as dm
+from datamove import bench
+case = bench.Case(*json.loads(sys.argv[1]))
+data = bench._in_layout(np.ones(case.shape, case.dtype), case.layout)
+shape = getattr(dm.shapes, case.op)(data.shape, *case.args)
+out = bench._empty(shape, data.dtype, case.layout)
+out.fill(0)  # the pages exist before either call, as for the steady calls
+call = getattr(dm, case.op)
+times = []
+for _ in range(6):
+    t = time.perf_counter(); call(data, *case.args, out=out); times.append(time.perf_counter() - t)
+print(json.dumps([times[0], sorted(times[1:])[2]]))
+"""
+
+
+def first_call(case: Any) -> Dict[str, float]:
+    """``{"first_s", "steady_s"}`` of ``case`` in a fresh process (``out=`` preallocated and touched)."""
+    result = subprocess.run([sys.executable, "-c", _FIRST_CALL, json.dumps(list(case))],
+                            capture_output=True, text=True, check=True)
+    first, steady = json.loads(result.stdout)
+    return {"first_s": first, "steady_s": steady}
+
+
+_SCRIPT_DATAMOVE = """
+import numpy as np, datamove as dm
+x = np.ones((8, 16, 256, 256), np.float32)  # 32 MiB
+for _ in range(10):
+    y = dm.space_to_depth(x, "blocks_first", 2)
+"""
+
+_SCRIPT_IDIOM = """
+import numpy as np
+x = np.ones((8, 16, 256, 256), np.float32)  # 32 MiB
+for _ in range(10):
+    y = x.reshape(8, 16, 128, 2, 128, 2).transpose(0, 3, 5, 1, 2, 4).reshape(8, 64, 128, 128)
+"""
+
+
+def _wall(code: str) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - start
+
+
+def script(repeats: int = 7) -> Dict[str, float]:
+    """Whole-process wall time of 10 ``space_to_depth`` calls on 32 MiB float32, datamove and the idiom, paired."""
+    ours, idiom = [], []
+    for _ in range(repeats):
+        ours.append(_wall(_SCRIPT_DATAMOVE))
+        idiom.append(_wall(_SCRIPT_IDIOM))
+    return {"datamove_s": statistics.median(ours), "idiom_s": statistics.median(idiom),
+            "ratio": statistics.median(ours) / statistics.median(idiom)}
+
+
+_COLD = """
+import time
+start = time.perf_counter()
+import numpy as np
+numpy_done = time.perf_counter()
+import datamove as dm
+x = np.ones((16, 16, 256, 256), np.float32)  # 64 MiB
+out = np.ones((16, 64, 128, 128), np.float32)
+made = time.perf_counter()
+for _ in range(10):
+    dm.space_to_depth(x, "blocks_first", 2, out=out)
+end = time.perf_counter()
+print(numpy_done - start, end - made, made - numpy_done)
+"""
+
+
+def cold_start(repeats: int = 5) -> Dict[str, float]:
+    """``import datamove`` and 10 calls of 64 MiB into ``out=`` in a new process (arrays made in between, not counted)."""
+    runs = []
+    for _ in range(repeats):
+        result = subprocess.run([sys.executable, "-c", _COLD], capture_output=True, text=True, check=True)
+        runs.append([float(v) for v in result.stdout.split()])
+    calls = statistics.median(r[1] for r in runs)
+    made = statistics.median(r[2] for r in runs)
+    imports = _import_cost(repeats)
+    return {"import_datamove_s": imports, "ten_calls_s": calls, "import_plus_calls_s": imports + calls,
+            "arrays_and_import_s": made}
+
+
+def _import_cost(repeats: int) -> float:
+    """Median time ``import datamove`` adds after ``import numpy`` (its cumulative ``-X importtime`` line)."""
+    extra = []
+    for _ in range(repeats):
+        result = subprocess.run([sys.executable, "-X", "importtime", "-c", "import numpy, datamove"],
+                                capture_output=True, text=True, check=True)
+        for line in result.stderr.splitlines():
+            if line.rstrip().endswith("| datamove"):  # the top-level line: everything it imported
+                extra.append(int(line.split("|")[1]) / 1e6)
+    return statistics.median(extra)
+
+
+def install_size(source: Optional[str] = None) -> Dict[str, Any]:
+    """Bytes that ``pip install SOURCE`` adds to a new virtual environment, beside NumPy's own."""
+    source = source or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with tempfile.TemporaryDirectory() as folder:
+        env = os.path.join(folder, "venv")
+        subprocess.run([sys.executable, "-m", "venv", env], check=True)
+        python = os.path.join(env, "bin", "python")
+        pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        before = _size(site)
+        subprocess.run(pip + [source], check=True)
+        after = _size(site)
+        numpy = _size(os.path.join(site, "numpy")) + _size(os.path.join(site, "numpy.libs"))
+        packages = sorted(p for p in os.listdir(site) if p.endswith(".dist-info"))
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"added_bytes": after - before, "numpy_bytes": numpy, "packages": packages}
+
+
+def _size(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
