@@ -67,3 +67,19 @@ def test_run_writes_a_table_and_json(tmp_path, capsys):
         assert row["floor_s"] > 0 and row["datamove"] > 0 and row["numpy idiom"] > 0
     printed = capsys.readouterr()
     assert "| case |" in printed.out and "[1/" in printed.err
+
+
+def test_process_measurements_run_and_report_positive_times():
+    from datamove import bench_process
+
+    case = bench.Case("s2d", "space_to_depth", (1, 4, 8, 8), "float32", ("blocks_first", 2))
+    times = bench_process.first_call(case)
+    assert times["first_s"] > 0 and times["steady_s"] > 0
+    assert 0 < bench_process._import_cost(1) < 5  # seconds: parsed from -X importtime, not a timing assertion
+
+
+def test_large_cases_are_offered_and_labelled():
+    labels = [c.label for c in bench.suite("full", large=True)]
+    assert any("1 GiB" in label for label in labels) and any("512 MiB" in label for label in labels)
+    assert not any("GiB" in c.label for c in bench.suite("full"))
+    assert sum("short" in label for label in labels) >= 7  # channels innermost: every op, crops and pads
