@@ -221,11 +221,17 @@ inline void scatter(const T* src, T* dst, int64_t a, int64_t b, int64_t s1, int6
 }
 
 // Windows: loop 1 the block offset j (size words), loop 0 the block index i; t = i * size + j.
+// Blocks [first, last) lie wholly inside lo <= t < hi; only the others test t.
+inline void inside_blocks(int64_t size, int64_t n0, int64_t lo, int64_t hi, int64_t* first, int64_t* last) {
+    *first = std::min(n0, (lo + size - 1) / size);
+    *last = std::max(*first, std::min(n0, hi / size));
+}
+
 template <typename T, int B, bool NT>
 inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, d1 = st.l1.d, d0 = st.l0.d, lo = st.lo, hi = st.hi;
-    const int64_t first = std::min(n0, (lo + size - 1) / size);
-    const int64_t last = std::max(first, std::min(n0, hi / size));
+    int64_t first, last;
+    inside_blocks(size, n0, lo, hi, &first, &last);
     for (int edge = 0; edge < 2; ++edge) {
         for (int64_t i = edge ? last : 0; i < (edge ? n0 : first); ++i)
             for (int64_t j = 0; j < size; ++j) {
@@ -241,8 +247,8 @@ inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step
 template <typename T, int B, bool NT>
 inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, s1 = st.l1.s, s0 = st.l0.s, lo = st.lo, hi = st.hi;
-    const int64_t first = std::min(n0, (lo + size - 1) / size);
-    const int64_t last = std::max(first, std::min(n0, hi / size));
+    int64_t first, last;
+    inside_blocks(size, n0, lo, hi, &first, &last);
     for (int edge = 0; edge < 2; ++edge) {
         for (int64_t i = edge ? last : 0; i < (edge ? n0 : first); ++i)
             for (int64_t j = 0; j < size; ++j) {
