@@ -1,8 +1,28 @@
-"""The one exception type of datamove."""
+"""The one exception type of datamove, and how messages quote what they show.
+
+Messages quote values that come from users and files: a name may hold a
+newline or be megabytes long, an integer may have more digits than Python
+will print (``sys.get_int_max_str_digits``). :func:`quote` and :func:`number`
+keep every message one short line whatever it quotes.
+
+>>> quote("conv1/BiasAdd")
+"'conv1/BiasAdd'"
+>>> quote("a\\nb")
+"'a\\\\nb'"
+>>> quote("x" * 100, limit=20)
+"'xxxxxxxx...xxxxxxxx' (100 characters)"
+>>> number(12), number(-10**200)
+('12', '-<an integer of 201 digits>')
+"""
 
 from __future__ import annotations
 
-__all__ = ["DataMoveError"]
+import math
+
+__all__ = ["DataMoveError", "quote", "number"]
+
+#: Integers with more digits than this are shown by their digit count.
+MAX_DIGITS = 60
 
 
 class DataMoveError(ValueError):
@@ -12,3 +32,42 @@ class DataMoveError(ValueError):
     ``crops_begin[2] + crops_end[2] = 11 exceeds data.shape[2] * block_shape[2] = 10``.
     A subclass of :class:`ValueError`, so ``except ValueError`` catches it too.
     """
+
+
+def quote(text: object, limit: int = 80) -> str:
+    """``repr`` of a name for a message: control characters escaped, the middle of a long one cut.
+
+    Parameters
+    ----------
+    text : object
+        Usually a str (a layer, tensor or file name); anything else is
+        quoted as its ``str``.
+    limit : int
+        Characters kept: half from the start, half from the end.
+    """
+    text = text if isinstance(text, str) else str(text)
+    if len(text) <= limit:
+        return repr(text)
+    half = max(1, limit // 2 - 2)
+    return f"{repr(text[:half])[:-1]}...{repr(text[-half:])[1:]} ({len(text)} characters)"
+
+
+def _digits(value: int) -> int:
+    """Decimal digits of ``abs(value)``, without converting it to a string."""
+    value = abs(value)
+    if value == 0:
+        return 1
+    estimate = int((value.bit_length() - 1) * math.log10(2)) + 1
+    return estimate + 1 if value >= 10**estimate else estimate
+
+
+def number(value: int) -> str:
+    """An integer for a message: its digits, or past :data:`MAX_DIGITS` digits its digit count.
+
+    Python refuses to print integers of more than 4,300 digits; a message
+    about ``block_size ** rank`` must still be one line.
+    """
+    digits = _digits(value)
+    if digits <= MAX_DIGITS:
+        return str(value)
+    return f"{'-' if value < 0 else ''}<an integer of {digits} digits>"
