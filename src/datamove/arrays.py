@@ -37,7 +37,7 @@ import numpy as np
 
 from . import engines
 from .engines import torch_layout
-from .errors import DataMoveError
+from .errors import DataMoveError, brief
 
 __all__ = ["is_foreign", "checked", "library", "numpy_view", "run", "compiling", "compiled_call"]
 
@@ -196,9 +196,9 @@ def _able(data: Any, view: Optional[np.ndarray]) -> List[str]:
 
 def _check_engine(engine: Any) -> None:
     if not isinstance(engine, str):
-        raise TypeError(f"engine must be a string, got {type(engine).__name__} {engine!r}")
+        raise TypeError(f"engine must be a string, got {type(engine).__name__} {brief(engine)}")
     if engine != "auto" and engine not in engines.ENGINES:
-        raise DataMoveError(f"engine must be 'auto' or one of {list(engines.ENGINES)}, got {engine!r}")
+        raise DataMoveError(f"engine must be 'auto' or one of {list(engines.ENGINES)}, got {brief(engine)}")
 
 
 def _check_out(data: Any, out: Any, shape: Tuple[int, ...]) -> None:

@@ -17,7 +17,7 @@ import operator
 import re
 from typing import Optional, Tuple, Union
 
-from .errors import DataMoveError
+from .errors import DataMoveError, brief
 
 __all__ = ["Dim", "DimLike", "INT64_MAX", "Interval", "as_interval", "to_dim", "format_dim", "format_shape", "parse_dim"]
 
@@ -36,7 +36,7 @@ def _index(value: object, name: str) -> int:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(
-            f"{name} must be an integer, got {type(value).__name__} {value!r}"
+            f"{name} must be an integer, got {type(value).__name__} {brief(value)}"
         ) from None
 
 
@@ -172,7 +172,7 @@ def parse_dim(text: str, what: str = "dim") -> DimLike:
         low = int(interval[1]) if interval[1] else 0
         high = int(interval[2]) if interval[2] not in ("", "?") else None
         if high is not None and high < low:
-            raise DataMoveError(f"{what}: {text!r} is empty: its upper bound {high} is below its lower bound {low}")
+            raise DataMoveError(f"{what}: {brief(text)} is empty: its upper bound {high} is below its lower bound {low}")
         try:
             return low if high == low else Dim(low, high)
         except DataMoveError as exc:  # past int64
@@ -180,7 +180,7 @@ def parse_dim(text: str, what: str = "dim") -> DimLike:
     if not text:
         raise DataMoveError(f"{what} is empty (write ? for an unknown dim)")
     if not _INTEGER.fullmatch(text):
-        raise DataMoveError(f"{what}: {text[:40]!r} is not a dim (write 3, ?, 2..8, 4.. or ..8)")
+        raise DataMoveError(f"{what}: {brief(text)} is not a dim (write 3, ?, 2..8, 4.. or ..8)")
     value = int(text)
     if value < 0:
         raise DataMoveError(f"{what}: {value} is negative (write ? or -1 for an unknown dim)")

@@ -18,8 +18,9 @@ keep every message one short line whatever it quotes.
 from __future__ import annotations
 
 import math
+import reprlib
 
-__all__ = ["DataMoveError", "quote", "number"]
+__all__ = ["DataMoveError", "quote", "show", "brief", "number"]
 
 #: Integers with more digits than this are shown by their digit count.
 MAX_DIGITS = 60
@@ -50,6 +51,37 @@ def quote(text: object, limit: int = 80) -> str:
         return repr(text)
     half = max(1, limit // 2 - 2)
     return f"{repr(text[:half])[:-1]}...{repr(text[-half:])[1:]} ({len(text)} characters)"
+
+
+def show(text: object, limit: int = 200) -> str:
+    """A file name for a message: as it is when printable and short, else as :func:`quote` gives it.
+
+    >>> show("out/x.npy"), show("a\\nb.npy")
+    ('out/x.npy', "'a\\\\nb.npy'")
+    """
+    text = text if isinstance(text, str) else str(text)
+    if len(text) <= limit and text.isprintable():
+        return text
+    return quote(text, limit)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxdict = _REPR.maxfrozenset = 8
+_REPR.maxstring = _REPR.maxother = 80
+
+
+def brief(value: object) -> str:
+    """``repr`` of an argument for a message, a few items of a container and at most ~80 characters.
+
+    >>> brief({1, 2}), brief(list(range(100))), brief(10**5000)
+    ('{1, 2}', '[0, 1, 2, 3, 4, 5, 6, 7, ...]', '<an integer of 5001 digits>')
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return number(value)
+    try:
+        return _REPR.repr(value)
+    except Exception:  # a broken __repr__ must not hide the real error
+        return f"<{type(value).__name__} object>"
 
 
 def _digits(value: int) -> int:

@@ -6,12 +6,15 @@ leaves a partial write in ``out``.
 
 from __future__ import annotations
 
+import math
+import sys
 from typing import Any
 
 import numpy as np
 
 from . import arrays, engines, plans, recipes, shapes
-from .errors import DataMoveError
+from .dims import INT64_MAX
+from .errors import DataMoveError, brief, number
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
@@ -19,11 +22,21 @@ __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space
 _RECIPES = recipes.RECIPES
 
 
+def _refuse_masked(value: Any, name: str) -> None:
+    ma = sys.modules.get("numpy.ma")  # no masked array exists before numpy.ma is imported
+    if ma is not None and isinstance(value, ma.MaskedArray):
+        hint = ("move the data and the mask separately (numpy.ma.getdata(data), numpy.ma.getmaskarray(data))"
+                if name == "data" else "pass numpy.ma.getdata(out) to write into its data")
+        raise TypeError(f"{name} is a masked array, whose mask the operation would not move: {hint}")
+
+
 def _as_array(data: Any) -> np.ndarray:
     if isinstance(data, np.ndarray):
+        if type(data) is not np.ndarray:
+            _refuse_masked(data, "data")
         return data
     if data is None or isinstance(data, (str, bytes, dict, set)):
-        raise TypeError(f"data must be an array, got {type(data).__name__} {data!r:.80}")
+        raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
     if arrays.is_foreign(data):
         return arrays.checked(data)  # not converted: datamove.arrays runs it in its own library
     try:
@@ -47,9 +60,40 @@ def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:
         raise DataMoveError(f"out.dtype must be data.dtype = {dtype}, got {out.dtype}")
     if not out.flags.writeable:
         raise DataMoveError("out must be writeable, got a read-only array")
+    if type(out) is not np.ndarray:
+        _refuse_masked(out, "out")
+    if not out.flags.c_contiguous and not out.flags.f_contiguous:
+        _check_no_self_overlap(out)
+
+
+def _check_no_self_overlap(out: np.ndarray) -> None:
+    """Refuse an ``out`` whose elements may overlap (a zero stride: ``np.broadcast_to``, ``as_strided``).
+
+    Its axes, sorted by stride, must each step past everything the smaller
+    ones span: then no two elements share a byte (the last write would win).
+    """
+    if out.size == 0:
+        return
+    span = out.itemsize
+    for stride, size, axis in sorted((abs(s), n, i) for i, (n, s) in enumerate(zip(out.shape, out.strides)) if n > 1):
+        if stride < span:
+            raise DataMoveError(
+                f"out's elements overlap: axis {axis} of size {size} has stride {out.strides[axis]} bytes "
+                f"(out.strides = {out.strides}, itemsize {out.itemsize}); give an array that owns its elements"
+            )
+        span = stride * (size - 1) + span
+
+
+def _check_size(shape: tuple, dtype: Any) -> None:
+    """An output no array can hold is a DataMoveError on every path (NumPy says ValueError, PyTorch RuntimeError)."""
+    nbytes = math.prod(shape) * getattr(dtype, "itemsize", 1)
+    if nbytes > INT64_MAX:
+        raise DataMoveError(f"the output shape {shape} of dtype {dtype} would take {number(nbytes)} bytes, "
+                            "more than an array can hold (2**63 - 1)")
 
 
 def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = None, op: str = "", params: Any = None) -> np.ndarray:
+    _check_size(plan.out_shape, getattr(data, "dtype", None))
     if engine == "array_api" or not isinstance(data, np.ndarray):
         run = lambda d, o: arrays.run(op, params, plan, d, o, engine, _check_out)  # noqa: E731 - other libraries
         if recipe_key is not None and recipe_key[0] == "torch":

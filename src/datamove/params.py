@@ -12,10 +12,11 @@ rules and their messages exist once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional, Tuple
 
 from .dims import INT64_MAX, _index
-from .errors import DataMoveError
+from .errors import DataMoveError, brief, number
 
 __all__ = ["MODES", "int_vector", "int_scalar", "mode_arg"]
 
@@ -28,25 +29,40 @@ _MODE_ALIASES = {"DCR": "blocks_first", "CRD": "depth_first"}
 
 def _check_range(value: int, name: str) -> int:
     if not -INT64_MAX - 1 <= value <= INT64_MAX:
-        raise DataMoveError(f"{name} = {value} does not fit in int64")
+        raise DataMoveError(f"{name} = {number(value)} does not fit in int64")
     return value
 
 
-def int_vector(value: object, name: str) -> Optional[Tuple[int, ...]]:
+def int_vector(value: object, name: str, limit: Optional[int] = None) -> Optional[Tuple[int, ...]]:
     """A 1-D integer parameter as a tuple of Python ints (``None`` stays ``None``).
 
-    Accepts a sequence of Python or NumPy integers, or a 1-D integer array
-    (anything with ``dtype`` and ``shape``, e.g. NumPy, PyTorch CPU, JAX).
-    Booleans and floats raise :class:`TypeError`; other ranks and values
-    outside int64 raise :class:`DataMoveError`.
+    Accepts a sequence (list, tuple, range, ...) of Python or NumPy integers,
+    or a 1-D integer array (anything with ``dtype`` and ``shape``, e.g.
+    NumPy, PyTorch CPU, JAX). Sets, dicts and iterators raise
+    :class:`TypeError`: their order is not the axes' order, or reading them
+    could take without end. Booleans and floats raise :class:`TypeError`;
+    other ranks and values outside int64 raise :class:`DataMoveError`.
+
+    ``limit`` (the data's rank, when known) bounds the work: a longer vector
+    raises before any item is read.
+
+    >>> int_vector(range(3), "pads_end")
+    (0, 1, 2)
+    >>> int_vector({1, 2}, "block_shape")
+    Traceback (most recent call last):
+    ...
+    TypeError: block_shape must be a sequence of integers, got set {1, 2} (a list, a tuple or a 1-D integer array: a set or a dict has no axis order)
     """
     if value is None:
         return None
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} must be a sequence of integers, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be a sequence of integers, got {type(value).__name__} {brief(value)}")
     if hasattr(value, "dtype") and hasattr(value, "shape"):
         import numpy as np
 
+        shape = tuple(getattr(value, "shape", ()) or ())
+        if limit is not None and len(shape) == 1 and isinstance(shape[0], int) and shape[0] > limit:
+            _too_long(name, shape[0], limit)
         try:
             array = np.asarray(value)
         except Exception as exc:  # e.g. a GPU tensor: say what to do
@@ -55,19 +71,28 @@ def int_vector(value: object, name: str) -> Optional[Tuple[int, ...]]:
             raise TypeError(f"{name} must have an integer dtype, got {array.dtype}")
         if array.ndim != 1:
             raise DataMoveError(f"{name} must be 1-D, got an array of shape {array.shape}")
+        if limit is not None and array.shape[0] > limit:
+            _too_long(name, array.shape[0], limit)
         return tuple(_check_range(int(v), f"{name}[{i}]") for i, v in enumerate(array.tolist()))
-    try:
-        items = list(value)  # type: ignore[call-overload]
-    except TypeError:
+    if not isinstance(value, Sequence):
         raise TypeError(
-            f"{name} must be a sequence of integers, got {type(value).__name__} {value!r}"
-        ) from None
+            f"{name} must be a sequence of integers, got {type(value).__name__} {brief(value)} "
+            "(a list, a tuple or a 1-D integer array: a set or a dict has no axis order)"
+        )
+    length = len(value)
+    if limit is not None and length > limit:
+        _too_long(name, length, limit)
     result = []
-    for i, item in enumerate(items):
+    for i in range(length):
+        item = value[i]
         if isinstance(item, (list, tuple)):
-            raise DataMoveError(f"{name} must be 1-D, got a nested sequence at {name}[{i}] = {item!r}")
+            raise DataMoveError(f"{name} must be 1-D, got a nested sequence at {name}[{i}] = {brief(item)}")
         result.append(_check_range(_index(item, f"{name}[{i}]"), f"{name}[{i}]"))
     return tuple(result)
+
+
+def _too_long(name: str, length: int, rank: int) -> None:
+    raise DataMoveError(f"{name} must have one entry per data axis: len({name}) = {length}, data rank = {rank}")
 
 
 def int_scalar(value: object, name: str) -> Optional[int]:
@@ -82,7 +107,7 @@ def mode_arg(mode: object) -> Optional[str]:
     if mode is None:
         return None
     if not isinstance(mode, str):
-        raise TypeError(f"mode must be a string, 'blocks_first' or 'depth_first', got {type(mode).__name__} {mode!r}")
+        raise TypeError(f"mode must be a string, 'blocks_first' or 'depth_first', got {type(mode).__name__} {brief(mode)}")
     if mode not in MODES:
         hint = ""
         alias = _MODE_ALIASES.get(mode.upper())
@@ -90,5 +115,5 @@ def mode_arg(mode: object) -> Optional[str]:
             hint = f" (ONNX's {mode.upper()} is {alias!r})"
         elif mode.lower() in MODES:
             hint = f" (did you mean {mode.lower()!r}?)"
-        raise DataMoveError(f"mode must be 'blocks_first' or 'depth_first', got {mode!r}{hint}")
+        raise DataMoveError(f"mode must be 'blocks_first' or 'depth_first', got {brief(mode)}{hint}")
     return mode

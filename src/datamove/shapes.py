@@ -21,10 +21,11 @@ the normalised parameters, so every rule and message lives here.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Dict, NamedTuple, Optional, Tuple
 
 from .dims import INT64_MAX, Dim, DimLike, Interval, as_interval, format_dim, format_shape, to_dim
-from .errors import DataMoveError
+from .errors import DataMoveError, brief, number
 from .params import int_scalar, int_vector, mode_arg
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space", "Dim"]
@@ -53,13 +54,16 @@ def _fmt(interval: Interval) -> str:
 def _data_shape(data_shape: object, minimum_rank: int, op: str) -> Optional[Tuple[Interval, ...]]:
     if data_shape is None:
         return None
-    if isinstance(data_shape, (str, bytes, int, Dim)):
-        raise TypeError(f"data shape must be a sequence of dims or None, got {type(data_shape).__name__} {data_shape!r}")
+    # A sequence (tuple, list, torch.Size) or a 1-D array: a set or an iterator has no axis order.
+    is_array = hasattr(data_shape, "shape") and hasattr(data_shape, "dtype")
+    if isinstance(data_shape, (str, bytes)) or not (isinstance(data_shape, Sequence) or is_array):
+        raise TypeError(f"data shape must be a sequence of dims or None, got {type(data_shape).__name__} "
+                        f"{brief(data_shape)}")
     try:
         dims = list(data_shape)  # type: ignore[call-overload]
-    except TypeError:
+    except TypeError:  # a 0-d array
         raise TypeError(
-            f"data shape must be a sequence of dims or None, got {type(data_shape).__name__} {data_shape!r}"
+            f"data shape must be a sequence of dims or None, got {type(data_shape).__name__} {brief(data_shape)}"
         ) from None
     shape = tuple(as_interval(d, f"data.shape[{i}]") for i, d in enumerate(dims))
     if len(shape) < minimum_rank:
@@ -95,14 +99,14 @@ def _check_block_shape(block_shape: Optional[Tuple[int, ...]]) -> None:
         return
     for i, b in enumerate(block_shape):
         if b < 1:
-            raise DataMoveError(f"block_shape[{i}] must be >= 1, got {b} (block_shape = {list(block_shape)})")
+            raise DataMoveError(f"block_shape[{i}] must be >= 1, got {b} (block_shape = {brief(list(block_shape))})")
     if block_shape and block_shape[0] != 1:
         raise DataMoveError(
             f"block_shape[0] must be 1, got {block_shape[0]}: index 0 is the batch axis, which the spec "
             "says has no block (OpenVINO's shape inference and CPU plugin disagree on what it would mean)"
         )
     if math.prod(block_shape) > INT64_MAX:
-        raise DataMoveError(f"the product of block_shape = {math.prod(block_shape)} does not fit in int64")
+        raise DataMoveError(f"the product of block_shape = {number(math.prod(block_shape))} does not fit in int64")
 
 
 def _check_margins(name: str, kind: str, values: Optional[Tuple[int, ...]]) -> None:
@@ -111,7 +115,7 @@ def _check_margins(name: str, kind: str, values: Optional[Tuple[int, ...]]) -> N
         return
     for i, v in enumerate(values):
         if v < 0:
-            raise DataMoveError(f"{name}[{i}] must be >= 0, got {v} ({name} = {list(values)})")
+            raise DataMoveError(f"{name}[{i}] must be >= 0, got {v} ({name} = {brief(list(values))})")
     if values and values[0] != 0:
         raise DataMoveError(
             f"{name}[0] must be 0, got {values[0]}: index 0 is the batch axis, which the spec says is never "
@@ -172,9 +176,10 @@ def _crop(d: Interval, c: int, what: str, crops: str) -> Interval:
 
 def resolve_batch_to_space(data_shape, block_shape, crops_begin, crops_end) -> Resolved:
     shape = _data_shape(data_shape, 2, "batch_to_space")
-    block = int_vector(block_shape, "block_shape")
-    begin = int_vector(crops_begin, "crops_begin")
-    end = int_vector(crops_end, "crops_end")
+    rank = None if shape is None else len(shape)
+    block = int_vector(block_shape, "block_shape", rank)
+    begin = int_vector(crops_begin, "crops_begin", rank)
+    end = int_vector(crops_end, "crops_end", rank)
     _check_lengths(None if shape is None else len(shape), block_shape=block, crops_begin=begin, crops_end=end)
     _check_block_shape(block)
     _check_margins("crops_begin", "cropped", begin)
@@ -187,7 +192,7 @@ def resolve_batch_to_space(data_shape, block_shape, crops_begin, crops_end) -> R
         out = [_UNKNOWN]
     else:
         product = math.prod(block)
-        out = [_divide(shape[0], product, "data.shape[0]", f"the product of block_shape {list(block)}")]
+        out = [_divide(shape[0], product, "data.shape[0]", f"the product of block_shape {brief(list(block))}")]
     for i in range(1, len(shape)):
         if begin is None or end is None:
             out.append(_UNKNOWN)
@@ -243,9 +248,10 @@ def batch_to_space(data_shape, block_shape, crops_begin, crops_end) -> Shape:
 
 def resolve_space_to_batch(data_shape, block_shape, pads_begin, pads_end) -> Resolved:
     shape = _data_shape(data_shape, 2, "space_to_batch")
-    block = int_vector(block_shape, "block_shape")
-    begin = int_vector(pads_begin, "pads_begin")
-    end = int_vector(pads_end, "pads_end")
+    rank = None if shape is None else len(shape)
+    block = int_vector(block_shape, "block_shape", rank)
+    begin = int_vector(pads_begin, "pads_begin", rank)
+    end = int_vector(pads_end, "pads_end", rank)
     _check_lengths(None if shape is None else len(shape), block_shape=block, pads_begin=begin, pads_end=end)
     _check_block_shape(block)
     _check_margins("pads_begin", "padded", begin)
@@ -300,9 +306,11 @@ def _depth_common(op, data_shape, mode, block_size):
     size = int_scalar(block_size, "block_size")
     if size is not None and size < 1:
         raise DataMoveError(f"block_size must be >= 1, got {size}")
-    if size is not None and shape is not None and size ** (len(shape) - 2) > INT64_MAX:
-        spatial = len(shape) - 2
-        raise DataMoveError(f"block_size ** {spatial} = {size**spatial} does not fit in int64 (block_size = {size})")
+    spatial = None if shape is None else len(shape) - 2
+    # size >= 2 overflows int64 from the 63rd power on: never compute a huge power for a message
+    if size is not None and spatial is not None and size > 1 and (spatial >= 63 or size**spatial > INT64_MAX):
+        power = f"about 2 ** {int(spatial * math.log2(size))}" if spatial >= 63 else number(size**spatial)
+        raise DataMoveError(f"block_size ** {spatial} = {power} does not fit in int64 (block_size = {size})")
     return shape, {"mode": mode, "block_size": size}
 
 

@@ -18,7 +18,7 @@ import operator
 import os
 from typing import Optional
 
-from .errors import DataMoveError
+from .errors import DataMoveError, brief
 
 __all__ = ["set_num_threads", "get_num_threads", "MAX_THREADS"]
 
@@ -44,7 +44,7 @@ def _default() -> int:
     except ValueError:
         n = 0
     if not 1 <= n <= MAX_THREADS:
-        raise DataMoveError(f"DATAMOVE_NUM_THREADS must be an integer from 1 to {MAX_THREADS}, got {value!r}")
+        raise DataMoveError(f"DATAMOVE_NUM_THREADS must be an integer from 1 to {MAX_THREADS}, got {brief(value)}")
     return n
 
 
@@ -64,7 +64,7 @@ def set_num_threads(n: int) -> None:
     try:
         n = operator.index(n)
     except TypeError:
-        raise TypeError(f"n must be an int, got {type(n).__name__} {n!r}") from None
+        raise TypeError(f"n must be an int, got {type(n).__name__} {brief(n)}") from None
     if not 1 <= n <= MAX_THREADS:
         raise DataMoveError(f"n must be from 1 to {MAX_THREADS} threads, got {n}")
     _threads = n

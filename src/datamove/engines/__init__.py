@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable, List
 
-from ..errors import DataMoveError
+from ..errors import DataMoveError, brief
 
 __all__ = ["ENGINES", "NATIVE_MIN_BYTES", "select", "engines_for"]
 
@@ -48,9 +48,9 @@ def engines_for(array: object) -> List[str]:
 def select(engine: object, array: object) -> Callable:
     """The ``execute(plan, data, out)`` function of ``engine`` for ``array``."""
     if not isinstance(engine, str):
-        raise TypeError(f"engine must be a string, got {type(engine).__name__} {engine!r}")
+        raise TypeError(f"engine must be a string, got {type(engine).__name__} {brief(engine)}")
     if engine != "auto" and engine not in ENGINES:
-        raise DataMoveError(f"engine must be 'auto' or one of {list(ENGINES)}, got {engine!r}")
+        raise DataMoveError(f"engine must be 'auto' or one of {list(ENGINES)}, got {brief(engine)}")
     # The common answers without importing every engine (a first call pays for each import):
     # NumPy takes every ndarray, so "auto" gives one to NumPy or, when large, the native core.
     if engine == "auto" and type(array).__module__ == "numpy" and _module("numpy").can_take(array):
