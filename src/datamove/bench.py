@@ -429,13 +429,14 @@ def table(rows: Sequence[Dict[str, Any]], peers: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.ArgumentParser) -> int:
+    """``datamove bench``; ``parser_class`` is the command line's (one-line usage errors)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--device" in argv and argv[argv.index("--device") + 1:][:1] == ["cuda"] or "--device=cuda" in argv:
         from . import bench_gpu  # the GPU suite: ratios to a device-to-device copy
 
-        return bench_gpu.main(argv)
-    parser = argparse.ArgumentParser(prog="datamove bench", description=__doc__.split("\n\n")[0])
+        return bench_gpu.main(argv, parser_class)
+    parser = parser_class(prog="datamove bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (this suite) or cuda (datamove.bench_gpu)")
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--large", action="store_true", help="add 512 MiB and 1 GiB cases (needs about 4 GiB of memory)")

@@ -244,8 +244,8 @@ def table(rows: Sequence[Dict[str, Any]], peers: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="datamove bench --device cuda", description=__doc__.split("\n\n")[0])
+def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.ArgumentParser) -> int:
+    parser = parser_class(prog="datamove bench --device cuda", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--json", default="bench-results-cuda.json")

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tupl
 
 from . import __version__, dims, ops, shapes
 from .dims import DimLike, format_shape
-from .errors import DataMoveError
+from .errors import DataMoveError, number, quote, show
 
 __all__ = ["main", "build_parser", "parse_shape", "parse_vector", "format_shape"]
 
@@ -80,8 +80,12 @@ def _strip_brackets(text: str, what: str) -> str:
 
 def _integer(text: str, what: str) -> int:
     if not _INTEGER.fullmatch(text):
-        raise CommandError(f"{what}: {text!r} is not an integer")
-    return int(text)
+        raise CommandError(f"{what}: {quote(text, 40)} is not an integer")
+    sign = "-" if text.startswith("-") else ""
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 19:  # past int64 (and int() refuses more than 4,300 digits)
+        raise CommandError(f"{what}: an integer of {len(digits)} digits does not fit in int64")
+    return int(sign + digits)
 
 
 def parse_dim(text: str, what: str = "dim") -> DimLike:
@@ -222,7 +226,7 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line, like every other error."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"{PROG}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
 def _params_parser() -> argparse.ArgumentParser:
@@ -347,64 +351,126 @@ def _shape_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _has_npy_magic(path: str) -> bool:
+def _magic(path: str) -> bytes:
     try:
         with open(path, "rb") as file:
-            return file.read(6) == b"\x93NUMPY"
+            return file.read(6)
     except OSError:
-        return False
+        return b""
+
+
+def _has_npy_magic(path: str) -> bool:
+    return _magic(path) == b"\x93NUMPY"
+
+
+def _check_npy_header(path: str) -> None:
+    """Refuse a .npy file whose header promises more bytes than the file holds, before NumPy maps it.
+
+    NumPy would multiply the shape out with overflow warnings, or map past the
+    end of the file; a header of ``2**60`` elements must be one clear error.
+    """
+    import math
+
+    import numpy as np
+
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    try:
+        with open(path, "rb") as file:
+            version = np.lib.format.read_magic(file)
+            if version not in readers:  # a later format: NumPy's own reader checks it
+                return
+            shape, _, dtype = readers[version](file)
+            offset = file.tell()
+            size = os.fstat(file.fileno()).st_size
+    except OSError as exc:
+        raise CommandError(f"cannot read {show(path)}: {exc.strerror or exc}") from None
+    except Exception:  # not a .npy header: np.load says what it is
+        return
+    if dtype.hasobject:
+        raise CommandError(f"{show(path)} holds Python objects (object dtype or pickled data), which are not "
+                           "loaded (allow_pickle=False)")
+    needed = math.prod(shape) * dtype.itemsize
+    if offset + needed > size:
+        shown = "(" + ", ".join(number(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+        raise CommandError(f"{show(path)} is not a readable .npy file: it is truncated or corrupt, its header says shape {shown} of {dtype}, "
+                           f"{number(needed)} bytes, but the file has {size - offset} after the header")
 
 
 def _load(path: str) -> Any:
+    import warnings
+
     import numpy as np
 
+    if _magic(path).startswith(b"PK"):  # np.load would open it as a zip and, if broken, leave it open
+        raise CommandError(f"{show(path)} is an .npz archive, not a .npy file")
+    _check_npy_header(path)
     try:
-        data = np.load(path, mmap_mode="r", allow_pickle=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a corrupt header's overflow is an error, never a printed warning
+            data = np.load(path, mmap_mode="r", allow_pickle=False)
     except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise CommandError(f"cannot read {show(path)}: {exc.strerror or exc}") from None
     except Exception as exc:  # a corrupt file can raise almost anything (ValueError, EOFError, SyntaxError)
         if not _has_npy_magic(path):  # NumPy calls anything but .npy and .npz "pickled data"
-            raise CommandError(f"{path} is not a .npy file (it does not start with NumPy's magic string)") from None
+            raise CommandError(f"{show(path)} is not a .npy file (it does not start with NumPy's magic string)") from None
         if isinstance(exc, ValueError) and ("pickle" in str(exc) or "object" in str(exc).lower()):
             raise CommandError(
-                f"{path} holds Python objects (object dtype or pickled data), which are not loaded "
+                f"{show(path)} holds Python objects (object dtype or pickled data), which are not loaded "
                 "(allow_pickle=False)"
             ) from None
-        raise CommandError(f"{path} is not a readable .npy file: {type(exc).__name__}: {exc}") from None
+        raise CommandError(f"{show(path)} is not a readable .npy file: {type(exc).__name__}: "
+                           f"{quote(str(exc), 200)[1:-1]}") from None
     if not isinstance(data, np.ndarray):  # an .npz archive
         close = getattr(data, "close", None)
         if close is not None:
             close()
-        raise CommandError(f"{path} is an .npz archive, not a .npy file")
+        raise CommandError(f"{show(path)} is an .npz archive, not a .npy file")
     return data
 
 
 def _save(path: str, array: Any) -> None:
+    """``array`` as a .npy file at exactly ``path``, written whole or not at all."""
     import numpy as np
 
+    # not np.save(path): it would append ".npy" to other names
+    write_file(path, lambda file: np.save(file, array, allow_pickle=False))
+
+
+def write_file(path: str, write: Callable[[Any], object]) -> None:
+    """:func:`datamove.files.write_atomically`, with its errors as CommandError."""
+    from .files import write_atomically
+
     try:
-        with open(path, "wb") as file:  # not np.save(path): it would append ".npy" to other names
-            try:
-                np.save(file, array, allow_pickle=False)
-            except BaseException:
-                file.close()
-                os.remove(path)  # no partial file left behind
-                raise
+        write_atomically(path, write)
+    except DataMoveError as exc:
+        raise CommandError(str(exc)) from None
     except OSError as exc:
-        raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise CommandError(f"cannot write {show(path)}: {exc.strerror or exc} (no file was changed)") from None
+
+
+def check_target(path: str) -> None:
+    """Refuse an output that is not a regular file before doing the work."""
+    from .files import check_writable_target
+
+    try:
+        check_writable_target(path)
+    except DataMoveError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _run_command(args: argparse.Namespace) -> int:
     params = _parameters(args, required=True)
+    check_target(args.output)
     data = _load(args.input)
     operation = getattr(ops, args.operation)
     try:
         result = _call(operation, data, *params, engine=args.engine)
     except MemoryError:
         raise CommandError(f"not enough memory for the output of {args.operation}") from None
-    summary = (f"{args.operation}: {args.input} {format_shape(data.shape)} {data.dtype} -> "
-               f"{args.output} {format_shape(result.shape)} {result.dtype}")
-    del data  # unmaps the input, which may be the file about to be overwritten
+    summary = (f"{args.operation}: {show(args.input)} {format_shape(data.shape)} {data.dtype} -> "
+               f"{show(args.output)} {format_shape(result.shape)} {result.dtype}")
+    # The input may be memory-mapped from the output file: the write goes to a new
+    # file renamed over it, so the mapping keeps reading the old one.
     _save(args.output, result)
     print(summary)
     return 0
@@ -413,8 +479,33 @@ def _run_command(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------- entry point
 
 
-def _one_line(message: str) -> str:
-    return " ".join(line.strip() for line in message.splitlines() if line.strip())
+def _check_option_values(args: argparse.Namespace) -> None:
+    """Every option value is a string (argparse gives ``--mode=--`` as an empty list)."""
+    for name, value in vars(args).items():
+        values = value if name == "input" and isinstance(value, list) else [value]
+        for item in values:
+            if isinstance(item, list):
+                raise CommandError(f"{_option(name)}: a value is needed, got {' '.join(item) or '--'!r}")
+
+
+#: The longest error message printed whole; a longer one is cut in the middle.
+MAX_MESSAGE = 1000
+
+
+def one_line(message: str) -> str:
+    """``message`` as one printable line: control characters (line breaks too) escaped, cut past
+    :data:`MAX_MESSAGE` characters (a hostile name or token can be megabytes).
+
+    >>> print(one_line("unrecognized arguments: a\\nb\\x1b[31m"))
+    unrecognized arguments: a\\nb\\x1b[31m
+    """
+    text = message.strip()
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) > MAX_MESSAGE:
+        half = MAX_MESSAGE // 2 - 10
+        text = f"{text[:half]} ... {text[-half:]} ({len(text)} characters)"
+    return text
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -444,7 +535,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[:1] == ["bench"]:
         from .bench import main as bench
 
-        return bench(argv[1:])
+        try:
+            return bench(argv[1:], parser_class=_Parser)
+        except SystemExit as exc:  # --help and usage errors: already printed
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if ir_commands.is_model_run(argv):
         parser, argv = ir_commands.build_run_parser(PROG, _Parser), argv[1:]
     try:
@@ -452,9 +546,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except SystemExit as exc:  # --help, --version and usage errors: argparse already printed
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     try:
+        _check_option_values(args)
         return args.handler(args)
     except CommandError as exc:
-        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

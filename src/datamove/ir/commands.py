@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Dict, List, Sequence
+import re
+from typing import Any, Dict, List, Optional, Sequence
 
-from ..cli import CommandError, _load, format_shape
-from ..errors import DataMoveError
+from ..cli import CommandError, _load, check_target, format_shape, write_file
+from ..errors import DataMoveError, quote, show
 
 __all__ = ["add_check_parser", "build_run_parser", "is_model_run", "check_command", "run_command"]
 
@@ -47,7 +48,16 @@ example:
   datamove run examples/ir/space_to_depth.xml -i data=image.npy -o out.npz
 """
 
-_OPTIONS_WITH_VALUES = {"-i", "--input", "-o", "--output", "--bin", "--engine", "--block-shape", "--crops-begin",
+#: ``datamove run MODEL.xml`` refuses to compute more than this many bytes of arrays in all
+#: (or DEFAULT_MAX_FACTOR times the inputs' bytes, if more), unless --max-bytes says otherwise:
+#: a 2 KB IR with a 16-byte input can ask SpaceToBatch for gigabytes of padding.
+DEFAULT_MAX_BYTES = 256 * 2**20
+DEFAULT_MAX_FACTOR = 16
+#: The longest output name saved as an .npz member (a zip name field holds 65,535 bytes).
+MAX_OUTPUT_NAME_BYTES = 4096
+_BYTES = re.compile(r"([0-9]{1,15})\s*([KMGT](?:i?B)?)?", re.IGNORECASE)
+
+_OPTIONS_WITH_VALUES = {"-i", "--input", "-o", "--output", "--bin", "--engine", "--max-bytes", "--block-shape", "--crops-begin",
                         "--crops-end", "--pads-begin", "--pads-end", "--mode", "--block-size"}
 _OPERATION_NAMES = {"batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space",
                     "BatchToSpace", "SpaceToBatch", "SpaceToDepth", "DepthToSpace"}
@@ -100,6 +110,10 @@ def build_run_parser(prog: str, parser_class: Any) -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="where to save the outputs")
     run.add_argument("--bin", metavar="FILE", help="the weights (default: MODEL.bin)")
     run.add_argument("--engine", default="auto", metavar="NAME", help="engine executing the operations")
+    run.add_argument("--max-bytes", metavar="SIZE",
+                     help="refuse to compute more than SIZE bytes of arrays in all (e.g. 512M, 4G, none); "
+                          f"default: {DEFAULT_MAX_FACTOR} times the inputs' bytes, at least "
+                          f"{DEFAULT_MAX_BYTES // 2**20} MiB")
     run.set_defaults(handler=run_command, command="run")
     return run
 
@@ -115,51 +129,89 @@ def _read(args: argparse.Namespace) -> Any:
 
 def check_command(args: argparse.Namespace) -> int:
     """``datamove check``: print the report; 0 when it is OK, else 1."""
-    report = _read(args).check()
+    model = _read(args)
+    try:
+        report = model.check()
+    except DataMoveError as exc:  # a Const's bytes that cannot be read (--bin a directory, a file that changed)
+        raise CommandError(str(exc)) from None
     print(report)
     return 0 if report.ok else 1
 
 
 def _save_npz(file: Any, arrays: Dict[str, Any]) -> None:
-    """What ``np.savez`` writes, for any names (``np.savez(file, **arrays)`` refuses the name "file")."""
+    """What ``np.savez`` writes, for members named ``NAME.npy`` (``np.savez(file, **arrays)`` refuses "file")."""
     import zipfile
 
     import numpy as np
 
     with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, array in arrays.items():
-            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+            with archive.open(name, "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+
+
+def _member_name(name: str) -> str:
+    """The .npz member for output ``name``; names that no archive tool could extract safely are refused."""
+    problem = None
+    if not name:
+        problem = "it is empty"
+    elif len(name.encode("utf-8", "surrogatepass")) > MAX_OUTPUT_NAME_BYTES:
+        problem = f"it is longer than {MAX_OUTPUT_NAME_BYTES} bytes"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+        problem = "it holds control characters"
+    elif "\\" in name or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
+        problem = "it is not a relative path without '.', '..' or empty parts (an archive member's rule)"
+    if problem:
+        raise CommandError(f"output {quote(name)} cannot be saved in an .npz: {problem}")
+    return name + ".npy"
+
+
+def parse_bytes(text: str) -> Optional[int]:
+    """``--max-bytes``: bytes, with an optional K, M, G or T suffix (powers of 1024); ``none`` for no bound.
+
+    >>> parse_bytes("1024"), parse_bytes("64M"), parse_bytes("2GiB"), parse_bytes("none")
+    (1024, 67108864, 2147483648, None)
+    """
+    value = text.strip()
+    if value.lower() == "none":
+        return None
+    match = _BYTES.fullmatch(value)
+    if not match:
+        raise CommandError(f"--max-bytes: {quote(text, 40)} is not a size (write e.g. 1000000, 512M, 4G or none)")
+    number, unit = match.groups()
+    return int(number) * 1024 ** " KMGT".index((unit or " ")[0].upper())
 
 
 def run_command(args: argparse.Namespace) -> int:
     """``datamove run MODEL.xml``: load the inputs, run, save an .npz, print one line per output."""
+    max_bytes = parse_bytes(args.max_bytes) if args.max_bytes is not None else None
+    check_target(args.output)
     model = _read(args)
     inputs: Dict[str, Any] = {}
     for item in args.input:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise CommandError(f"-i {item!r}: write NAME=FILE.npy")
+            raise CommandError(f"-i {quote(item)}: write NAME=FILE.npy")
         if name in inputs:
-            raise CommandError(f"-i {name}=...: given twice")
+            raise CommandError(f"-i {quote(name)}=...: given twice")
         inputs[name] = _load(path)
+    if args.max_bytes is None:
+        given = sum(array.nbytes for array in inputs.values())
+        max_bytes = max(DEFAULT_MAX_BYTES, DEFAULT_MAX_FACTOR * given)
+    members = {_member_name(name): name for name in model.output_names()}
     try:
-        outputs = model.run(inputs, engine=args.engine)
+        outputs = model.run(inputs, engine=args.engine, max_bytes=max_bytes)
     except (DataMoveError, TypeError) as exc:
-        raise CommandError(str(exc)) from None
+        hint = (" (datamove run's default bound; raise it with --max-bytes)"
+                if args.max_bytes is None and "max_bytes" in str(exc) else "")
+        raise CommandError(f"{exc}{hint}") from None
     except MemoryError:
         raise CommandError("not enough memory for the model's outputs") from None
+    # names are checked by _member_name: no control characters
     lines: List[str] = [f"{name}: {format_shape(array.shape)} {array.dtype}" for name, array in outputs.items()]
-    inputs.clear()  # unmaps the inputs, one of which may be about to be overwritten
-    try:
-        with open(args.output, "wb") as file:  # np.savez(path) would append ".npz" to other names
-            try:
-                _save_npz(file, outputs)
-            except BaseException:
-                file.close()
-                os.remove(args.output)
-                raise
-    except OSError as exc:
-        raise CommandError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"{args.model} -> {args.output}: " + ", ".join(lines))
+    arrays = {member: outputs[name] for member, name in members.items()}
+    # Inputs may be memory-mapped from the output file: the write goes to a new
+    # file renamed over it, and the outputs never alias the inputs (Model.run copies).
+    write_file(args.output, lambda file: _save_npz(file, arrays))
+    print(f"{show(args.model)} -> {show(args.output)}: " + ", ".join(lines))
     return 0

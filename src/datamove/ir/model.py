@@ -17,13 +17,14 @@ with no dims agrees with an unknown rank. A hand-written interval in a
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from ..dims import Dim, DimLike, format_shape
-from ..errors import DataMoveError
+from ..errors import DataMoveError, number, quote, show
 
 __all__ = ["Model", "Layer", "Port", "CheckReport", "Mismatch", "ELEMENT_TYPES", "RUNNABLE_TYPES"]
 
@@ -105,14 +106,41 @@ class Layer:
     size: int = -1
 
     def describe(self) -> str:
-        """``layer 4 'b2s' (BatchToSpace)``: how messages name a layer."""
-        return f"layer {self.id} {self.name!r} ({self.type})"
+        """``layer 4 'b2s' (BatchToSpace)``: how messages name a layer (a long or odd name or type cut, quoted)."""
+        kind = self.type if isinstance(self.type, str) and len(self.type) <= 80 and self.type.isprintable() \
+            else quote(self.type)
+        layer_id = number(self.id) if isinstance(self.id, int) else quote(self.id)
+        return f"layer {layer_id} {quote(self.name)} ({kind})"
 
     def input_index(self, port_id: int) -> Optional[int]:
-        return next((i for i, port in enumerate(self.inputs) if port.id == port_id), None)
+        """The index in ``inputs`` of the port with this id (the first, if repeated); None if there is none."""
+        return _port_index(self, "_input_indexes", self.inputs, port_id)
 
     def output_index(self, port_id: int) -> Optional[int]:
-        return next((i for i, port in enumerate(self.outputs) if port.id == port_id), None)
+        """The index in ``outputs`` of the port with this id (the first, if repeated); None if there is none."""
+        return _port_index(self, "_output_indexes", self.outputs, port_id)
+
+
+#: Layers with more ports than this look ports up in a dict (built once) rather than by a scan.
+_SCANNED_PORTS = 8
+
+
+def _port_index(layer: Layer, slot: str, ports: Tuple[Port, ...], port_id: int) -> Optional[int]:
+    """The index in ``ports`` of ``port_id``: a scan of a few ports, else a ``port id -> index`` dict.
+
+    The dict is kept on the layer while ``ports`` is the same tuple: a layer with many ports is looked
+    up once per edge, and a scan per look-up would be quadratic.
+    """
+    if len(ports) <= _SCANNED_PORTS:
+        return next((i for i, port in enumerate(ports) if port.id == port_id), None)
+    cached = layer.__dict__.get(slot)
+    if cached is None or cached[0] is not ports:
+        indexes: Dict[int, int] = {}
+        for i, port in enumerate(ports):
+            indexes.setdefault(port.id, i)
+        cached = (ports, indexes)
+        layer.__dict__[slot] = cached
+    return cached[1].get(port_id)
 
 
 @dataclass(frozen=True)
@@ -247,6 +275,19 @@ def convert_exactly(value: np.ndarray, dtype: np.dtype, where: str) -> np.ndarra
 # ----------------------------------------------------------------- model
 
 
+def _max_bytes(value: Any) -> Optional[int]:
+    """``max_bytes`` of :meth:`Model.run`: None or a non-negative integer (not a bool, a float or a str)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"max_bytes must be a non-negative integer or None, got {type(value).__name__} "
+                        f"{quote(repr(value), 40)}")
+    value = operator.index(value)
+    if value < 0:
+        raise DataMoveError(f"max_bytes must be a non-negative integer or None, got {number(value)}")
+    return value
+
+
 class Model:
     """An OpenVINO IR model read by :func:`datamove.ir.read_model`.
 
@@ -274,7 +315,7 @@ class Model:
         self._by_id = {layer.id: layer for layer in layers}
 
     def __repr__(self) -> str:
-        return f"<datamove.ir.Model {self.name!r} from {self.xml_path!r}: {len(self.layers)} layers>"
+        return f"<datamove.ir.Model {quote(self.name)} from {self.xml_path!r}: {len(self.layers)} layers>"
 
     def layer(self, layer_id: int) -> Layer:
         """The layer with this id."""
@@ -318,15 +359,15 @@ class Model:
             with open(self.bin_path, "rb") as file:
                 file.seek(0, 2)
                 if file.tell() != self.bin_size:
-                    raise DataMoveError(f"{where}: {self.bin_path} changed size since the model was read")
+                    raise DataMoveError(f"{where}: {show(self.bin_path)} changed size since the model was read")
                 if layer.size >= MEMMAP_BYTES and dtype != np.bool_:
                     return np.memmap(file, dtype=dtype, mode="r", offset=layer.offset, shape=shape)
                 file.seek(layer.offset)
                 data = file.read(layer.size)
         except OSError as exc:
-            raise DataMoveError(f"{where}: cannot read {self.bin_path}: {exc.strerror or exc}") from None
+            raise DataMoveError(f"{where}: cannot read {show(self.bin_path)}: {exc.strerror or exc}") from None
         if len(data) != layer.size:
-            raise DataMoveError(f"{where}: read {len(data)} of {layer.size} bytes from {self.bin_path}")
+            raise DataMoveError(f"{where}: read {len(data)} of {layer.size} bytes from {show(self.bin_path)}")
         if dtype == np.bool_:
             return (np.frombuffer(data, np.uint8) != 0).reshape(shape)
         return np.frombuffer(data, dtype).reshape(shape)
@@ -382,7 +423,7 @@ class Model:
         """
         from .. import shapes
 
-        report = CheckReport(model=f"model {self.name!r} ({self.xml_path})", layers=len(self.layers), checked=0)
+        report = CheckReport(model=f"model {quote(self.name)} ({show(self.xml_path)})", layers=len(self.layers), checked=0)
         inferred = report.inferred
         memo: Dict[int, Optional[np.ndarray]] = {}
 
@@ -476,13 +517,17 @@ class Model:
             Passed to the operations.
         max_bytes : int, optional
             Refuse (before allocating) to compute arrays of more than this
-            many bytes in all: a bound on the memory an untrusted model may
-            take. Default: no bound.
+            many bytes in all, the outputs' copies included: a bound on the
+            memory an untrusted model may take. A non-negative integer;
+            default: no bound.
 
         Returns
         -------
         dict of str to numpy.ndarray
             One array per ``Result``, named as :meth:`output_names` says.
+            Each is an array of its own: an output fed straight from an
+            input or a ``Const`` (or feeding two Results) is copied, so
+            writing to it changes nothing else and no output maps a file.
 
         Raises
         ------
@@ -502,6 +547,7 @@ class Model:
         """
         from .. import ops, shapes
 
+        max_bytes = _max_bytes(max_bytes)
         unsupported = [layer.describe() for layer in self.layers if layer.type not in RUNNABLE_TYPES]
         if unsupported:
             raise DataMoveError(
@@ -514,15 +560,19 @@ class Model:
         given: Dict[int, np.ndarray] = {}
         for key, value in inputs.items():
             if key not in accepted:
-                raise DataMoveError(f"input {key!r} is not a Parameter of the model; its inputs are "
-                                    f"{', '.join(repr(layer.name) for layer in self.parameters)}")
+                names = [quote(layer.name) for layer in self.parameters[:8]]
+                more = f" and {len(self.parameters) - 8} more" if len(self.parameters) > 8 else ""
+                raise DataMoveError(f"input {quote(key)} is not a Parameter of the model; its inputs are "
+                                    f"{', '.join(names)}{more}")
             layer = accepted[key]
             if layer.id in given:
-                raise DataMoveError(f"input {key!r} names {layer.describe()}, which was given already")
+                raise DataMoveError(f"input {quote(key)} names {layer.describe()}, which was given already")
             given[layer.id] = self._checked_input(layer, key, value)
         missing = [layer.name for layer in self.parameters if layer.id not in given]
         if missing:
-            raise DataMoveError(f"missing input(s) {', '.join(map(repr, missing))}: every Parameter needs an array")
+            more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+            raise DataMoveError(f"missing input(s) {', '.join(map(quote, missing[:8]))}{more}: every Parameter "
+                                "needs an array")
 
         values: Dict[Tuple[int, int], np.ndarray] = {}
         outputs: Dict[int, np.ndarray] = {}
@@ -566,10 +616,23 @@ class Model:
                 except (DataMoveError, TypeError) as exc:
                     raise DataMoveError(f"{where}: {exc}") from None
             values[(layer.id, layer.outputs[0].id)] = result
-        return {name: np.asarray(outputs[layer.id]) for name, layer in self.output_names().items()}
+        results: Dict[str, np.ndarray] = {}
+        borrowed = [*given.values(), *(values[(layer.id, layer.outputs[0].id)] for layer in self.layers
+                                       if layer.type == "Const")]
+        for name, layer in self.output_names().items():
+            array = np.asarray(outputs[layer.id])
+            if any(np.may_share_memory(array, other) for other in [*borrowed, *results.values()]):
+                if max_bytes is not None:
+                    allocated += array.nbytes
+                    if allocated > max_bytes:
+                        raise DataMoveError(f"{layer.describe()}: the copy of its output would take the arrays "
+                                            f"computed past max_bytes = {max_bytes}")
+                array = np.array(array, copy=True)
+            results[name] = array
+        return results
 
     def _checked_input(self, layer: Layer, key: str, value: Any) -> np.ndarray:
-        where = f"input {key!r} ({layer.describe()})"
+        where = f"input {quote(key)} ({layer.describe()})"
         if isinstance(value, np.ndarray):
             array = value
         else:

@@ -1,0 +1,322 @@
+"""Files are never lost: every output is written whole or not at all (issue: reliability).
+
+Failed writes are provoked with a file-size limit (RLIMIT_FSIZE) on the
+command run in a subprocess, never by writing to a device.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from datamove import DataMoveError
+from datamove.cli import main
+from datamove.files import write_atomically
+from datamove.ir import read_model
+
+from ir_builders import IR
+
+resource = pytest.importorskip("resource")
+
+B2S = ["--block-shape", "1,2,2,1", "--crops-begin", "0,0,0,0", "--crops-end", "0,0,0,0"]
+
+
+def snapshot(folder: pathlib.Path):
+    return {p.name: (p.read_bytes(), p.stat().st_mode) for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def run_limited(args, limit_bytes, cwd):
+    """``python -m datamove ARGS`` with files limited to ``limit_bytes`` (set in the child: no fork here)."""
+    limit = "resource.RLIM_INFINITY" if limit_bytes == resource.RLIM_INFINITY else str(limit_bytes)
+    code = (f"import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
+            "sys.argv[0] = 'datamove'; runpy.run_module('datamove', run_name='__main__', alter_sys=True)")
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def one_line_error(result, *match):
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert result.stderr.startswith("datamove: error: ") and result.stderr.count("\n") == 1, result.stderr
+    for text in match:
+        assert text in result.stderr, result.stderr
+
+
+def identity_model(folder: pathlib.Path, const_bytes: int = 0, shape=(8, 16, 16, 4)) -> pathlib.Path:
+    """Parameter -> Result (and a Const -> Result of ``const_bytes`` bytes): outputs that are inputs."""
+    ir = IR()
+    ir.result(ir.parameter("data", shape), output_name="same")
+    if const_bytes:
+        ir.const(np.arange(const_bytes // 4, dtype=np.float32), "weights")
+        ir.result((len(ir.layers) - 1, 0), output_name="weights")
+    return ir.write(folder)
+
+
+# ------------------------------------------------------------------ outputs that were inputs
+
+
+def test_run_model_output_over_its_own_input(tmp_path, capsys):
+    model = identity_model(tmp_path)
+    x = np.random.default_rng(0).standard_normal((8, 16, 16, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "x.npy")]) == 0
+    with np.load(tmp_path / "x.npy") as saved:  # an .npz now, holding the input whole
+        np.testing.assert_array_equal(saved["same"], x)
+
+
+def test_run_model_output_over_its_weights(tmp_path):
+    model = identity_model(tmp_path, const_bytes=2 << 20)  # memory-mapped from the .bin
+    x = np.ones((8, 16, 16, 4), np.float32)
+    np.save(tmp_path / "x.npy", x)
+    weights = np.arange((2 << 20) // 4, dtype=np.float32)
+    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "model.bin")]) == 0
+    with np.load(tmp_path / "model.bin") as saved:
+        np.testing.assert_array_equal(saved["weights"], weights)
+        np.testing.assert_array_equal(saved["same"], x)
+
+
+def test_model_run_outputs_never_alias_inputs_or_weights(tmp_path):
+    ir = IR()
+    data = ir.parameter("data", (2, 4, 4, 1))
+    weights = ir.const(np.arange(1 << 18, dtype=np.float32), "weights")  # 1 MiB: memory-mapped
+    ir.result(data, output_name="a")
+    ir.result(data, output_name="b")
+    ir.result(weights, output_name="w")
+    model = read_model(ir.write(tmp_path))
+    x = np.zeros((2, 4, 4, 1), np.float32)
+    out = model.run({"data": x})
+    assert not any(np.shares_memory(out[k], x) for k in "ab") and not np.shares_memory(out["a"], out["b"])
+    assert type(out["w"]) is np.ndarray and out["w"].flags.writeable and out["w"].base is None
+    out["a"][...] = 1
+    assert not x.any() and not out["b"].any()
+    with pytest.raises(DataMoveError, match="max_bytes"):  # the copies count against the bound
+        model.run({"data": x}, max_bytes=2 * x.nbytes)
+
+
+# ------------------------------------------------------------------ failed writes change nothing
+
+
+def test_failed_write_keeps_the_input_it_replaces(tmp_path):
+    x = np.arange(4 * 64 * 64 * 8, dtype=np.float32).reshape(4, 64, 64, 8)
+    np.save(tmp_path / "x.npy", x)
+    before = snapshot(tmp_path)
+    result = run_limited(["run", "batch_to_space", "x.npy", "x.npy", *B2S], 64 << 10, tmp_path)
+    one_line_error(result, "cannot write x.npy", "no file was changed")
+    assert snapshot(tmp_path) == before  # no temporary left either
+
+
+def test_failed_write_of_a_new_file_leaves_nothing(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((4, 64, 64, 8), np.float32))
+    before = snapshot(tmp_path)
+    one_line_error(run_limited(["run", "batch_to_space", "x.npy", "new.npy", *B2S], 64 << 10, tmp_path))
+    model = identity_model(tmp_path, shape=(4, 64, 64, 8))
+    before = snapshot(tmp_path)
+    one_line_error(run_limited(["run", model.name, "-i", "data=x.npy", "-o", "out.npz"], 64 << 10, tmp_path),
+                   "cannot write out.npz")
+    one_line_error(run_limited(["run", model.name, "-i", "data=x.npy", "-o", "x.npy"], 64 << 10, tmp_path),
+                   "cannot write x.npy")
+    assert snapshot(tmp_path) == before
+
+
+def test_the_limit_is_what_fails(tmp_path):
+    """The same commands succeed without the limit: the tests above fail for the right reason."""
+    np.save(tmp_path / "x.npy", np.zeros((4, 64, 64, 8), np.float32))
+    result = run_limited(["run", "batch_to_space", "x.npy", "x.npy", *B2S], resource.RLIM_INFINITY, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert np.load(tmp_path / "x.npy").shape == (1, 128, 128, 8)
+
+
+# ------------------------------------------------------------------ targets
+
+
+def test_special_files_are_refused_as_targets(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.zeros((4, 2, 2, 1), np.float32))
+    os.mkfifo(tmp_path / "fifo")  # opening it to write would block forever
+    (tmp_path / "folder").mkdir()
+    before = snapshot(tmp_path)
+    for target, kind in ((tmp_path / "fifo", "a FIFO"), (tmp_path / "folder", "a directory"),
+                         ("/dev/null", "a character device")):
+        assert main(["run", "batch_to_space", str(tmp_path / "x.npy"), str(target), *B2S]) == 2
+        err = capsys.readouterr().err
+        assert f"it is {kind}" in err and err.count("\n") == 1, err
+        with pytest.raises(DataMoveError, match=kind):
+            write_atomically(target, lambda file: file.write(b"never"))
+    assert snapshot(tmp_path) == before
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)
+
+
+def test_a_missing_directory_is_refused_before_the_work(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.zeros((4, 2, 2, 1), np.float32))
+    model = identity_model(tmp_path, shape=(4, 2, 2, 1))
+    for argv in (["run", "batch_to_space", str(tmp_path / "x.npy"), str(tmp_path / "no" / "y.npy"), *B2S],
+                 ["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "no" / "y.npz")]):
+        assert main(argv) == 2
+        assert "No such file or directory" in capsys.readouterr().err
+
+
+def test_a_symlink_target_keeps_the_link_and_the_mode(tmp_path):
+    real = tmp_path / "real.npy"
+    np.save(real, np.zeros((4, 2, 2, 1), np.float32))
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.npy"
+    link.symlink_to(real)
+    assert main(["run", "batch_to_space", str(link), str(link), *B2S]) == 0
+    assert link.is_symlink() and np.load(real).shape == (1, 4, 4, 1)
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.npy", "real.npy"]
+
+
+def test_a_new_file_gets_the_umask_mode(tmp_path):
+    old = os.umask(0o027)
+    try:
+        write_atomically(tmp_path / "new", lambda file: file.write(b"x"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o640
+
+
+def test_an_error_inside_the_writer_changes_nothing(tmp_path):
+    target = tmp_path / "keep"
+    target.write_bytes(b"old")
+
+    def half(file):
+        file.write(b"partial")
+        raise RuntimeError("encoder failed")
+
+    with pytest.raises(RuntimeError):
+        write_atomically(target, half)
+    assert target.read_bytes() == b"old" and os.listdir(tmp_path) == ["keep"]
+
+
+# ------------------------------------------------------------------ output names and the memory bound
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("a\nb", "control characters"),
+    ("../../x", "relative path"),
+    ("/etc/x", "relative path"),
+    ("a//b", "relative path"),
+    ("a\\b", "relative path"),
+    ("n" * 70000, "longer than 4096 bytes"),
+])
+def test_output_names_an_archive_cannot_hold_are_refused(tmp_path, capsys, name, problem):
+    ir = IR()
+    ir.result(ir.parameter("data", (4, 2, 2, 1)))
+    attribute = name.replace("\n", "&#10;")  # a plain newline in an attribute is read as a space
+    ir.layers[-1] = ir.layers[-1].replace("<layer ", f'<layer output_names="{attribute}" ', 1)
+    model = ir.write(tmp_path)
+    np.save(tmp_path / "x.npy", np.zeros((4, 2, 2, 1), np.float32))
+    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]) == 2
+    err = capsys.readouterr().err
+    assert problem in err and err.count("\n") == 1 and len(err) < 400, err[:500]
+    assert not (tmp_path / "out.npz").exists()
+
+
+def test_names_with_slashes_inside_are_kept(tmp_path, capsys):
+    ir = IR()
+    ir.result(ir.parameter("data", (4, 2, 2, 1)), output_name="model/conv1/BiasAdd:0")
+    model = ir.write(tmp_path)
+    np.save(tmp_path / "x.npy", np.ones((4, 2, 2, 1), np.float32))
+    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]) == 0
+    with np.load(tmp_path / "out.npz") as saved:
+        assert saved["model/conv1/BiasAdd:0"].sum() == 16
+
+
+def padding_bomb(folder: pathlib.Path, pad: int) -> pathlib.Path:
+    """A 16-byte input that SpaceToBatch pads to ``(pad + 2) ** 2 * 4`` bytes."""
+    ir = IR()
+    data = ir.parameter("data", (1, 2, 2, 1))
+    block = ir.const(np.array([1, 1, 1, 1]))
+    zero = ir.const(np.array([0, 0, 0, 0]))
+    pads = ir.const(np.array([0, pad, pad, 0]))
+    ir.result(ir.op("SpaceToBatch", [data, block, zero, pads]), output_name="out")
+    return ir.write(folder)
+
+
+def test_run_model_has_a_default_memory_bound(tmp_path, capsys):
+    model = padding_bomb(tmp_path, 16384)  # 1 GiB from 16 bytes
+    np.save(tmp_path / "x.npy", np.ones((1, 2, 2, 1), np.float32))
+    argv = ["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "max_bytes = 268435456" in err and "--max-bytes" in err, err
+    assert main([*argv, "--max-bytes", "64K"]) == 2
+    assert "max_bytes = 65536" in capsys.readouterr().err
+    assert not (tmp_path / "out.npz").exists()
+    small = padding_bomb(tmp_path, 100)
+    assert main(["run", str(small), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz"),
+                 "--max-bytes", "none"]) == 0
+    with np.load(tmp_path / "out.npz") as saved:
+        assert saved["out"].shape == (1, 102, 102, 1) and saved["out"].sum() == 4
+
+
+@pytest.mark.parametrize("text", ["-1", "1.5G", "lots", "1Q", "9" * 5000, ""])
+def test_max_bytes_option_is_validated(tmp_path, capsys, text):
+    model = padding_bomb(tmp_path, 1)
+    np.save(tmp_path / "x.npy", np.ones((1, 2, 2, 1), np.float32))
+    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "o.npz"),
+                 f"--max-bytes={text}"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-bytes" in err and err.count("\n") == 1 and len(err) < 300, err
+
+
+@pytest.mark.parametrize("value, error", [
+    ("1000", TypeError), (float("nan"), TypeError), (True, TypeError), (1e9, TypeError), (-1, DataMoveError),
+])
+def test_model_run_max_bytes_is_validated(tmp_path, value, error):
+    model = read_model(padding_bomb(tmp_path, 1))
+    with pytest.raises(error, match="max_bytes must be a non-negative integer"):
+        model.run({"data": np.ones((1, 2, 2, 1), np.float32)}, max_bytes=value)
+    assert model.run({"data": np.ones((1, 2, 2, 1), np.float32)}, max_bytes=np.int64(64))["out"].shape == (1, 3, 3, 1)
+
+
+# ------------------------------------------------------------------ hostile headers, numbers and shapes: one line
+
+
+def write_npy_header(path: pathlib.Path, shape, descr="<f4", data=b"\0" * 64):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (descr, tuple(shape))
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + data)
+
+
+@pytest.mark.parametrize("shape", [(2**60, 2), (2**40, 2**40), (3, 5, 7, 9)])
+def test_a_header_promising_more_than_the_file_holds(tmp_path, shape):
+    write_npy_header(tmp_path / "x.npy", shape)
+    result = subprocess.run([sys.executable, "-W", "default", "-m", "datamove", "run", "space_to_depth", "x.npy",
+                             "y.npy", "--mode", "blocks_first", "--block-size", "2"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    one_line_error(result, "x.npy is not a readable .npy file", "its header says shape")
+    assert not (tmp_path / "y.npy").exists()
+
+
+def test_huge_command_line_numbers_and_ranks_are_one_line(capsys):
+    huge = "9" * 5000
+    for argv, match in (
+        (["shape", "space_to_depth", "--shape", "1,2,4,4", "--mode", "blocks_first", f"--block-size={huge}"],
+         "--block-size: an integer of 5000 digits does not fit in int64"),
+        (["shape", "batch_to_space", "--shape", "2,2", f"--block-shape=1,{huge}", "--crops-begin", "0,0",
+          "--crops-end", "0,0"], "--block-shape[1]: an integer of 5000 digits"),
+        (["shape", "space_to_batch", "--shape", "2,2", "--block-shape", "1,1", "--pads-begin", "0,0",
+          f"--pads-end=0,-{huge}"], "--pads-end[1]: an integer of 5000 digits"),
+        (["shape", "space_to_depth", "--shape", ",".join(["1"] * 20_000), "--mode", "blocks_first", "--block-size",
+          "2"], "block_size ** 19998 = about 2 ** 19998 does not fit in int64"),
+        (["shape", "space_to_depth", "--shape", f"1,2,{huge},4", "--mode", "blocks_first"], "--shape dim 2"),
+    ):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert match in captured.err and captured.err.count("\n") == 1 and len(captured.err) < 300, captured.err[:400]
+
+
+def test_a_small_failed_write_is_caught_too(tmp_path):
+    """NumPy writes through C stdio, which can drop the error of a write smaller than its buffer."""
+    np.save(tmp_path / "x.npy", np.arange(256, dtype=np.float32).reshape(2, 8, 4, 4))
+    np.save(tmp_path / "o.npy", np.zeros(3))
+    before = snapshot(tmp_path)
+    args = ["run", "space_to_depth", "x.npy", "o.npy", "--mode", "blocks_first", "--block-size", "2"]
+    one_line_error(run_limited(args, 1024, tmp_path), "cannot write o.npy", "short write")
+    assert snapshot(tmp_path) == before
