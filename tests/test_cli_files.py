@@ -320,3 +320,11 @@ def test_a_small_failed_write_is_caught_too(tmp_path):
     args = ["run", "space_to_depth", "x.npy", "o.npy", "--mode", "blocks_first", "--block-size", "2"]
     one_line_error(run_limited(args, 1024, tmp_path), "cannot write o.npy", "short write")
     assert snapshot(tmp_path) == before
+
+
+def test_read_model_takes_str_bytes_and_path_like(tmp_path):
+    model = identity_model(tmp_path, shape=(4, 2, 2, 1))
+    for path in (str(model), bytes(model), model):
+        assert [layer.type for layer in read_model(path).layers] == ["Parameter", "Result"]
+    with pytest.raises(TypeError, match="xml_path must be a path"):
+        read_model(3)
