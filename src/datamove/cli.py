@@ -6,8 +6,9 @@ Two commands, each taking the operation's name and its parameters as options:
   inferred by :mod:`datamove.shapes` (dims may be unknown or intervals);
 - ``datamove run OP INPUT.npy OUTPUT.npy [params]`` applies the operation to
   an array saved with :func:`numpy.save` and saves the result;
-- ``datamove check MODEL.xml`` and ``datamove run MODEL.xml -i NAME=FILE.npy
-  -o OUT.npz`` check and run an OpenVINO IR (:mod:`datamove.ir.commands`).
+- ``datamove check MODEL.xml``, ``datamove inspect MODEL.xml`` and ``datamove
+  run MODEL.xml -i NAME=FILE.npy -o OUT.npz`` check, describe and run an
+  OpenVINO IR (:mod:`datamove.ir.commands`).
 
 Every error prints one line, ``datamove: error: ...``, on stderr and exits
 with status 2. This module is not imported by ``import datamove``.
@@ -185,6 +186,7 @@ examples:
   datamove shape batch_to_space --shape 10,2 --block-shape 1,5 --crops-begin 0,2 --crops-end 0,0
   datamove run depth_to_space input.npy output.npy --mode depth_first --block-size 2
   datamove check examples/ir/batch_to_space_2d.xml
+  datamove inspect examples/ir/space_to_depth.xml
   datamove run examples/ir/space_to_depth.xml -i data=image.npy -o out.npz
 
 Errors print one line, "datamove: error: ...", and exit with status 2.

@@ -21,7 +21,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from ..cli import CommandError, _load, check_target, format_shape, write_file
 from ..errors import DataMoveError, quote, show
 
-__all__ = ["add_check_parser", "build_run_parser", "is_model_run", "check_command", "run_command"]
+__all__ = ["add_check_parser", "build_run_parser", "is_model_run", "check_command", "run_command",
+           "inspect_command", "inspect_model"]
 
 _CHECK_EPILOG = """\
 Every layer's output shape is inferred (BatchToSpace, SpaceToBatch,
@@ -96,6 +97,112 @@ def add_check_parser(commands: Any, parser_class: Any) -> None:
     check.add_argument("model", metavar="MODEL.xml", help="the IR's .xml file")
     check.add_argument("--bin", metavar="FILE", help="its weights (default: MODEL.bin)")
     check.set_defaults(handler=check_command)
+
+    inspect = commands.add_parser(
+        "inspect", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_INSPECT_EPILOG,
+        help="list an OpenVINO IR's inputs and outputs (names, shapes, element types) and its layers by type",
+        description="Read MODEL.xml safely and print the inputs 'datamove run MODEL.xml' expects, "
+                    "the outputs it saves and the layers by type.",
+    )
+    inspect.add_argument("model", metavar="MODEL.xml", help="the IR's .xml file")
+    inspect.add_argument("--bin", metavar="FILE", help="its weights (default: MODEL.bin)")
+    inspect.set_defaults(handler=inspect_command)
+
+
+_INSPECT_EPILOG = """\
+The inputs are what 'datamove run MODEL.xml -i NAME=FILE.npy' expects: one
+.npy file per Parameter, of its element type (as a NumPy dtype) and of a
+shape that fits its dims (? any size, 2..8 an interval). The outputs' shapes
+are inferred with datamove.shapes (through opaque layers, as recorded).
+
+example:
+  datamove inspect examples/ir/space_to_depth.xml
+"""
+
+
+def _element_types(model: Any) -> Dict[int, str]:
+    """Each layer's output element type: a Parameter's or Const's own, a Convert's destination, else its input's."""
+    types: Dict[int, str] = {}
+    for layer in model.layers:
+        if layer.type in ("Parameter", "Const"):
+            types[layer.id] = layer.attributes.get("element_type", "?")
+        elif layer.type == "Convert":
+            types[layer.id] = layer.attributes.get("destination_type", "?")
+        elif layer.inputs:
+            source, _ = model._source(layer, 0)
+            types[layer.id] = types.get(source.id, "?")
+        else:
+            types[layer.id] = "?"
+    return types
+
+
+def _typed(element_type: str) -> str:
+    from .model import ELEMENT_TYPES
+
+    import numpy as np
+
+    numpy_name = ELEMENT_TYPES.get(element_type, (None, None))[0]
+    if not numpy_name:
+        return quote(element_type)[1:-1]
+    try:
+        numpy_name = np.dtype(numpy_name).name
+    except TypeError:  # bfloat16 without ml_dtypes
+        pass
+    return f"{element_type} ({numpy_name})"
+
+
+def inspect_model(model: Any) -> List[str]:
+    """The lines of ``datamove inspect``: the inputs ``run`` expects, the outputs it gives, the layers by type.
+
+    >>> from datamove.ir import read_model
+    >>> print("\\n".join(inspect_model(read_model("examples/ir/space_to_depth.xml"))))
+    model 'space_to_depth' (examples/ir/space_to_depth.xml): IR v11, 3 layers
+    inputs (-i NAME=FILE.npy):
+      data: [5, 7, 4, 6] f32 (float32)
+    outputs (in the .npz):
+      output: [5, 28, 2, 3] f32 (float32)
+    layers: 1 Parameter, 1 SpaceToDepth, 1 Result
+    """
+    from collections import Counter
+
+    report = model.check()
+    types = _element_types(model)
+    lines = [f"model {quote(model.name)} ({show(model.xml_path)}): IR v{model.version}, {len(model.layers)} layers",
+             "inputs (-i NAME=FILE.npy):"]
+    for layer in model.parameters:
+        names = [n for n in layer.outputs[0].names if n != layer.name][:3] if layer.outputs else []
+        also = f" (also {', '.join(map(quote, names))})" if names else ""
+        lines.append(f"  {quote(layer.name)[1:-1]}: {format_shape(layer.shape)} {_typed(types[layer.id])}{also}")
+    if not model.parameters:
+        lines.append("  (none)")
+    lines.append("outputs (in the .npz):")
+    for name, layer in model.output_names().items():
+        source, index = model._source(layer, 0)
+        shape = report.inferred.get((source.id, source.outputs[index].id), source.outputs[index].shape)
+        lines.append(f"  {quote(name)[1:-1]}: {format_shape(shape)} {_typed(types[source.id])}")
+    counts = Counter(layer.type for layer in model.layers)
+    lines.append("layers: " + ", ".join(f"{count} {quote(kind)[1:-1]}" for kind, count in counts.items()))
+    from .model import RUNNABLE_TYPES
+
+    others = sorted(kind for kind in counts if kind not in RUNNABLE_TYPES)
+    if others:
+        lines.append(f"'datamove run' cannot run it (layers of other types: {', '.join(quote(k)[1:-1] for k in others[:10])}"
+                     f"{', ...' if len(others) > 10 else ''}); 'datamove check' still checks its shapes")
+    if not report.ok:
+        lines.append(f"'datamove check' reports {len(report.mismatches)} mismatch(es) and "
+                     f"{len(report.invalid)} invalid layer(s)")
+    return lines
+
+
+def inspect_command(args: argparse.Namespace) -> int:
+    """``datamove inspect``: print what the model takes and gives."""
+    model = _read(args)
+    try:
+        lines = inspect_model(model)
+    except DataMoveError as exc:
+        raise CommandError(str(exc)) from None
+    print("\n".join(lines))
+    return 0
 
 
 def build_run_parser(prog: str, parser_class: Any) -> argparse.ArgumentParser:
