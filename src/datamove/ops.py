@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays, engines, plans, recipes, shapes
+from . import arrays, engines, params, plans, recipes, shapes
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
 
@@ -114,6 +114,66 @@ def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = N
         if np.may_share_memory(data, out):
             data = data.copy()  # a permutation cannot be done in place
     return execute(plan, data, out)
+
+
+def _channels_last(function: Any, data: Any, mode: Any, block_size: Any, data_format: Any, out: Any, engine: Any) -> Any:
+    """A depth op on ``[N, D_1, ..., D_K, C]`` data: the channels-first op on views that move the last axis to 1.
+
+    The result is allocated channels-last and written through such a view, so
+    the data is moved once, as channels-first data is.
+    """
+    data_format = params.data_format_arg(data_format)
+    if data_format == "channels_first":
+        return function(data, mode, block_size, out=out, engine=engine)
+    resolve = shapes.resolve_space_to_depth if function is space_to_depth else shapes.resolve_depth_to_space
+    library = _library(data)
+    if library == "numpy":
+        data = _as_array(data)
+    elif getattr(data, "ndim", None) is None:
+        raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
+    _require(mode=mode, block_size=block_size)
+    shape = tuple(data.shape)
+    out_shape = resolve(shape, mode, block_size, data_format).public()  # every rule, on the axes as given
+    rank = len(shape)
+    first = (0, rank - 1, *range(1, rank - 1))  # channels-last -> channels-first, as a view
+    if library == "numpy":
+        _check_size(out_shape, data.dtype)
+        if out is None:
+            out = np.empty(out_shape, data.dtype)
+        else:
+            _check_out(out, out_shape, data.dtype)
+        function(data.transpose(first), mode, block_size, out=out.transpose(first), engine=engine)
+        return out
+    back = (0, *range(2, rank), 1)
+    if library == "torch":
+        if out is None and not arrays.compiling(data) and not (data.requires_grad and _grad_enabled()):
+            import torch
+
+            _check_size(out_shape, data.dtype)
+            out = torch.empty(out_shape, dtype=data.dtype, device=data.device)
+        if out is not None:
+            function(data.permute(first), mode, block_size, out=out.permute(first), engine=engine)
+            return out
+        return function(data.permute(first), mode, block_size, engine=engine).permute(back)
+    from array_api_compat import array_namespace
+
+    xp = array_namespace(data)
+    moved = function(xp.permute_dims(data, first), mode, block_size,
+                     out=None if out is None else xp.permute_dims(out, first), engine=engine)
+    return out if out is not None else xp.permute_dims(moved, back)
+
+
+def _library(data: Any) -> str:
+    if isinstance(data, np.ndarray):
+        return "numpy"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(data, torch.Tensor):
+        return "torch"
+    return "other" if arrays.is_foreign(data) else "numpy"
+
+
+def _grad_enabled() -> bool:
+    return sys.modules["torch"].is_grad_enabled()
 
 
 def batch_to_space(data, block_shape, crops_begin, crops_end, *, out=None, engine="auto"):
@@ -221,7 +281,7 @@ def space_to_batch(data, block_shape, pads_begin, pads_end, *, out=None, engine=
     return _run(plan, data, out, engine, recipe_key, "space_to_batch", p)
 
 
-def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
+def space_to_depth(data, mode, block_size=1, *, data_format="channels_first", out=None, engine="auto"):
     """SpaceToDepth-1: move ``block_size``-blocks of every spatial axis into the depth axis.
 
     Parameters
@@ -233,11 +293,17 @@ def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
         (blocks_first; ONNX's and TensorFlow's order) or
         ``[C, block_size, ..., block_size]`` (depth_first; PyTorch's pixel_unshuffle).
     block_size : int, default 1
+    data_format : {"channels_first", "channels_last"}, default "channels_first"
+        Where the channels are: ``[N, C, D_1, ..., D_K]`` (the spec's) or
+        ``[N, D_1, ..., D_K, C]`` (Keras' and TensorFlow's NHWC), for both
+        the data and the result. Channels-last data is read and written in
+        place (a view change, no transpose pass), at the same speed.
     out, engine : see :func:`batch_to_space`.
 
     Returns
     -------
     array of shape ``[N, C * block_size ** K, D_1 / block_size, ..., D_K / block_size]``
+        (channels-last: ``[N, D_1 / block_size, ..., D_K / block_size, C * block_size ** K]``)
 
     Examples
     --------
@@ -253,7 +319,15 @@ def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
            [1, 3],
            [4, 6],
            [5, 7]])
+
+    Channels last, as Keras writes images (``[N, H, W, C]``):
+
+    >>> image = np.arange(16).reshape(1, 2, 4, 2)
+    >>> dm.space_to_depth(image, "depth_first", 2, data_format="channels_last").shape
+    (1, 1, 2, 8)
     """
+    if data_format != "channels_first":
+        return _channels_last(space_to_depth, data, mode, block_size, data_format, out, engine)
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
     elif arrays.compiling(data):  # traced by torch.compile: the custom op, one node of the graph
@@ -271,7 +345,7 @@ def space_to_depth(data, mode, block_size=1, *, out=None, engine="auto"):
     return _run(plan, data, out, engine, recipe_key, "space_to_depth", p)
 
 
-def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
+def depth_to_space(data, mode, block_size=1, *, data_format="channels_first", out=None, engine="auto"):
     """DepthToSpace-1: move blocks of the depth axis into every spatial axis.
 
     The inverse of :func:`space_to_depth` with the same mode and block size.
@@ -285,11 +359,15 @@ def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
         ONNX DCR, TensorFlow) or ``[C', block_size, ..., block_size]``
         (depth_first, ONNX CRD, PyTorch's pixel_shuffle).
     block_size : int, default 1
+    data_format : {"channels_first", "channels_last"}, default "channels_first"
+        ``[N, C, D_1, ..., D_K]`` or ``[N, D_1, ..., D_K, C]``, for the data
+        and the result (see :func:`space_to_depth`).
     out, engine : see :func:`batch_to_space`.
 
     Returns
     -------
     array of shape ``[N, C / block_size ** K, D_1 * block_size, ..., D_K * block_size]``
+        (channels-last: ``[N, D_1 * block_size, ..., D_K * block_size, C / block_size ** K]``)
 
     Examples
     --------
@@ -299,6 +377,8 @@ def depth_to_space(data, mode, block_size=1, *, out=None, engine="auto"):
     array([[0, 1],
            [2, 3]])
     """
+    if data_format != "channels_first":
+        return _channels_last(depth_to_space, data, mode, block_size, data_format, out, engine)
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
     elif arrays.compiling(data):  # traced by torch.compile: the custom op, one node of the graph

@@ -18,10 +18,13 @@ from typing import Optional, Tuple
 from .dims import INT64_MAX, _index
 from .errors import DataMoveError, brief, number
 
-__all__ = ["MODES", "int_vector", "int_scalar", "mode_arg"]
+__all__ = ["MODES", "DATA_FORMATS", "int_vector", "int_scalar", "mode_arg", "data_format_arg"]
 
 #: The two modes of SpaceToDepth-1 / DepthToSpace-1.
 MODES = ("blocks_first", "depth_first")
+
+#: Where the depth ops find the channels: ``[N, C, D_1, ...]`` (the spec's) or ``[N, D_1, ..., C]``.
+DATA_FORMATS = ("channels_first", "channels_last")
 
 # Other frameworks' names for the modes, to point users at ours.
 _MODE_ALIASES = {"DCR": "blocks_first", "CRD": "depth_first"}
@@ -117,3 +120,23 @@ def mode_arg(mode: object) -> Optional[str]:
             hint = f" (did you mean {mode.lower()!r}?)"
         raise DataMoveError(f"mode must be 'blocks_first' or 'depth_first', got {brief(mode)}{hint}")
     return mode
+
+
+_FORMAT_ALIASES = {"NCHW": "channels_first", "NCDHW": "channels_first", "NCW": "channels_first",
+                   "NHWC": "channels_last", "NDHWC": "channels_last", "NWC": "channels_last"}
+
+
+def data_format_arg(data_format: object) -> str:
+    """Validate ``data_format``: ``"channels_first"`` or ``"channels_last"``.
+
+    >>> data_format_arg("channels_last")
+    'channels_last'
+    """
+    if data_format == "channels_first" or data_format == "channels_last":
+        return data_format  # type: ignore[return-value]
+    if not isinstance(data_format, str):
+        raise TypeError(f"data_format must be a string, 'channels_first' or 'channels_last', got "
+                        f"{type(data_format).__name__} {brief(data_format)}")
+    alias = _FORMAT_ALIASES.get(data_format.upper())
+    hint = f" ({data_format.upper()} is {alias!r})" if alias else ""
+    raise DataMoveError(f"data_format must be 'channels_first' or 'channels_last', got {brief(data_format)}{hint}")

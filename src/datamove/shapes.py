@@ -26,7 +26,7 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 from .dims import INT64_MAX, Dim, DimLike, Interval, as_interval, format_dim, format_shape, to_dim
 from .errors import DataMoveError, brief, number
-from .params import int_scalar, int_vector, mode_arg
+from .params import data_format_arg, int_scalar, int_vector, mode_arg
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space", "Dim"]
 
@@ -314,7 +314,15 @@ def _depth_common(op, data_shape, mode, block_size):
     return shape, {"mode": mode, "block_size": size}
 
 
-def resolve_space_to_depth(data_shape, mode, block_size=1) -> Resolved:
+def _depth_axes(rank: int, data_format: str) -> Tuple[int, range]:
+    """The channel axis and the spatial axes of a depth op's data."""
+    if data_format == "channels_last":
+        return rank - 1, range(1, rank - 1)
+    return 1, range(2, rank)
+
+
+def resolve_space_to_depth(data_shape, mode, block_size=1, data_format="channels_first") -> Resolved:
+    data_format = data_format_arg(data_format)
     shape, params = _depth_common("space_to_depth", data_shape, mode, block_size)
     size = params["block_size"]
     if shape is None:
@@ -322,13 +330,15 @@ def resolve_space_to_depth(data_shape, mode, block_size=1) -> Resolved:
     if size is None:
         return Resolved((shape[0],) + (_UNKNOWN,) * (len(shape) - 1), params)
     spatial = len(shape) - 2
-    out = [shape[0], _multiply(shape[1], size**spatial, f"data.shape[1] * block_size ** {spatial}")]
-    for i in range(2, len(shape)):
-        out.append(_divide(shape[i], size, f"data.shape[{i}]", "block_size"))
+    channels, axes = _depth_axes(len(shape), data_format)
+    out = list(shape)
+    out[channels] = _multiply(shape[channels], size**spatial, f"data.shape[{channels}] * block_size ** {spatial}")
+    for i in axes:
+        out[i] = _divide(shape[i], size, f"data.shape[{i}]", "block_size")
     return Resolved(tuple(out), params)
 
 
-def space_to_depth(data_shape, mode, block_size=1) -> Shape:
+def space_to_depth(data_shape, mode, block_size=1, data_format="channels_first") -> Shape:
     """Output shape of SpaceToDepth-1: ``[N, C * block_size ** K, D_1 / block_size, ...]``.
 
     Parameters
@@ -338,6 +348,9 @@ def space_to_depth(data_shape, mode, block_size=1) -> Shape:
     mode : {"blocks_first", "depth_first"} or None
         Does not change the shape, but is validated.
     block_size : int, default 1
+    data_format : {"channels_first", "channels_last"}, default "channels_first"
+        ``channels_last``: the channels are the last axis, ``[N, D_1, ..., D_K, C]``
+        in and ``[N, D_1 / block_size, ..., C * block_size ** K]`` out.
 
     Examples
     --------
@@ -345,11 +358,14 @@ def space_to_depth(data_shape, mode, block_size=1) -> Shape:
 
     >>> space_to_depth((5, 7, 4, 6), "blocks_first", 2)
     (5, 28, 2, 3)
+    >>> space_to_depth((5, 4, 6, 7), "blocks_first", 2, data_format="channels_last")
+    (5, 2, 3, 28)
     """
-    return resolve_space_to_depth(data_shape, mode, block_size).public()
+    return resolve_space_to_depth(data_shape, mode, block_size, data_format).public()
 
 
-def resolve_depth_to_space(data_shape, mode, block_size=1) -> Resolved:
+def resolve_depth_to_space(data_shape, mode, block_size=1, data_format="channels_first") -> Resolved:
+    data_format = data_format_arg(data_format)
     shape, params = _depth_common("depth_to_space", data_shape, mode, block_size)
     size = params["block_size"]
     if shape is None:
@@ -357,14 +373,15 @@ def resolve_depth_to_space(data_shape, mode, block_size=1) -> Resolved:
     if size is None:
         return Resolved((shape[0],) + (_UNKNOWN,) * (len(shape) - 1), params)
     spatial = len(shape) - 2
-    divisor = size**spatial
-    out = [shape[0], _divide(shape[1], divisor, "data.shape[1]", f"block_size ** {spatial}")]
-    for i in range(2, len(shape)):
-        out.append(_multiply(shape[i], size, f"data.shape[{i}] * block_size"))
+    channels, axes = _depth_axes(len(shape), data_format)
+    out = list(shape)
+    out[channels] = _divide(shape[channels], size**spatial, f"data.shape[{channels}]", f"block_size ** {spatial}")
+    for i in axes:
+        out[i] = _multiply(shape[i], size, f"data.shape[{i}] * block_size")
     return Resolved(tuple(out), params)
 
 
-def depth_to_space(data_shape, mode, block_size=1) -> Shape:
+def depth_to_space(data_shape, mode, block_size=1, data_format="channels_first") -> Shape:
     """Output shape of DepthToSpace-1: ``[N, C / block_size ** K, D_1 * block_size, ...]``.
 
     Parameters
@@ -373,6 +390,8 @@ def depth_to_space(data_shape, mode, block_size=1) -> Shape:
         ``[N, C, D_1, ..., D_K]``, rank >= 3; ``C`` divisible by ``block_size ** K``.
     mode : {"blocks_first", "depth_first"} or None
     block_size : int, default 1
+    data_format : {"channels_first", "channels_last"}, default "channels_first"
+        ``channels_last``: ``[N, D_1, ..., D_K, C]``, the channels last.
 
     Examples
     --------
@@ -380,5 +399,7 @@ def depth_to_space(data_shape, mode, block_size=1) -> Shape:
     (1, 3, 4, 6)
     >>> depth_to_space((Dim(2, 10), Dim(81, 82), Dim(3, 7)), "blocks_first", 3)
     (Dim(2, 10), 27, Dim(9, 21))
+    >>> depth_to_space((1, 2, 3, 12), "depth_first", 2, data_format="channels_last")
+    (1, 4, 6, 3)
     """
-    return resolve_depth_to_space(data_shape, mode, block_size).public()
+    return resolve_depth_to_space(data_shape, mode, block_size, data_format).public()

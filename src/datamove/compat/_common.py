@@ -16,7 +16,7 @@ import numpy as np
 
 from ..params import int_scalar
 
-__all__ = ["as_array", "shape_of", "reshape", "permute", "positive_int"]
+__all__ = ["as_array", "shape_of", "reshape", "positive_int"]
 
 
 def as_array(value: Any, name: str = "input") -> Any:
@@ -46,16 +46,6 @@ def reshape(x: Any, shape: Sequence[int]) -> Any:
     import array_api_compat
 
     return array_api_compat.array_namespace(x).reshape(x, shape)
-
-
-def permute(x: Any, axes: Sequence[int]) -> Any:
-    """``x`` with its axes permuted (a view for NumPy)."""
-    axes = tuple(axes)
-    if isinstance(x, np.ndarray):
-        return x.transpose(axes)
-    import array_api_compat
-
-    return array_api_compat.array_namespace(x).permute_dims(x, axes)
 
 
 def positive_int(value: Any, name: str, minimum: int = 1, why: str = "") -> int:

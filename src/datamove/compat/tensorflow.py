@@ -8,8 +8,8 @@ one core op:
   ``block_shape = [1] + block_shape + [1, ...]`` and the crops/paddings as
   begin/end vectors with zeros for the batch and the remaining dims.
 - ``space_to_depth`` / ``depth_to_space``: TensorFlow's channel order is
-  DCR, i.e. ``mode="blocks_first"``, in both data formats; NHWC input is seen
-  as NCHW through a transposed view (no copy).
+  DCR, i.e. ``mode="blocks_first"``, in both data formats; NHWC is the core
+  ops' ``data_format="channels_last"`` (read and written in place, no copy).
 
 Not copied from TensorFlow's CPU kernels: their dtype limits (no bool,
 complex or string for the ND ops), their limit of 4 non-trivial block dims,
@@ -29,7 +29,7 @@ import numpy as np
 from .. import ops
 from ..errors import DataMoveError
 from ..params import int_vector
-from ._common import as_array, permute, positive_int, product, reshape, shape_of
+from ._common import as_array, positive_int, product, reshape, shape_of
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
@@ -284,20 +284,9 @@ def _depth_args(input: Any, block_size: Any, data_format: Any):
     return data, shape, size, data_format
 
 
-_TO_NCHW = (0, 3, 1, 2)
-_TO_NHWC = (0, 2, 3, 1)
-
-
-def _as_nchw(op, data: Any, size: int, data_format: str, out_nchw: Tuple[int, ...]) -> Any:
-    if data_format == "NCHW":
-        return op(data, "blocks_first", size)
-    if isinstance(data, np.ndarray):
-        # NHWC: the core op reads and writes transposed views, so the result is a C-contiguous NHWC array.
-        n, c, h, w = out_nchw
-        out = np.empty((n, h, w, c), data.dtype)
-        op(data.transpose(_TO_NCHW), "blocks_first", size, out=out.transpose(_TO_NCHW))
-        return out
-    return permute(op(permute(data, _TO_NCHW), "blocks_first", size), _TO_NHWC)
+def _in_format(op, data: Any, size: int, data_format: str) -> Any:
+    """The core op in TensorFlow's data format: NHWC is the core's ``data_format="channels_last"``."""
+    return op(data, "blocks_first", size, data_format="channels_last" if data_format == "NHWC" else "channels_first")
 
 
 def space_to_depth(input: Any, block_size: Any, data_format: str = "NHWC") -> Any:
@@ -354,7 +343,7 @@ def space_to_depth(input: Any, block_size: Any, data_format: str = "NHWC") -> An
     for name, dim in zip(names, (h, w)):
         if dim % size:
             raise DataMoveError(f"{name} = {dim} must be divisible by block_size = {size} ({data_format})")
-    return _as_nchw(ops.space_to_depth, data, size, data_format, (n, c * size * size, h // size, w // size))
+    return _in_format(ops.space_to_depth, data, size, data_format)
 
 
 def depth_to_space(input: Any, block_size: Any, data_format: str = "NHWC") -> Any:
@@ -410,4 +399,4 @@ def depth_to_space(input: Any, block_size: Any, data_format: str = "NHWC") -> An
         name = "input.shape[1] = C"
     if c % (size * size):
         raise DataMoveError(f"{name} = {c} must be divisible by block_size**2 = {size * size} ({data_format})")
-    return _as_nchw(ops.depth_to_space, data, size, data_format, (n, c // (size * size), h * size, w * size))
+    return _in_format(ops.depth_to_space, data, size, data_format)
