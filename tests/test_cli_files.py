@@ -328,3 +328,80 @@ def test_read_model_takes_str_bytes_and_path_like(tmp_path):
         assert [layer.type for layer in read_model(path).layers] == ["Parameter", "Result"]
     with pytest.raises(TypeError, match="xml_path must be a path"):
         read_model(3)
+
+
+# ------------------------------------------------------------------ outputs as .npy memory maps in a folder
+
+
+def s2d_model(folder: pathlib.Path, shape=(4, 8, 64, 64), extra_result=False) -> pathlib.Path:
+    ir = IR()
+    data = ir.parameter("data", shape)
+    s2d = ir.op("SpaceToDepth", [data], {"mode": "blocks_first", "block_size": "2"}, output_name="model/packed")
+    ir.result(s2d)
+    if extra_result:
+        ir.result(data, output_name="same")
+    return ir.write(folder)
+
+
+def test_a_folder_gets_one_npy_per_output(tmp_path, capsys):
+    model = s2d_model(tmp_path, extra_result=True)
+    x = np.random.default_rng(1).standard_normal((4, 8, 64, 64)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out") + "/"]) == 0
+    assert "model/packed: [4, 32, 32, 32] float32" in capsys.readouterr().out
+    from datamove import space_to_depth
+
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "model" / "packed.npy"), space_to_depth(x, "blocks_first", 2))
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "same.npy"), x)
+    leftovers = [p.name for p in (tmp_path / "out").rglob("*") if p.name.endswith(".tmp")]
+    assert not leftovers
+
+
+def test_a_folder_output_is_never_held_in_memory(tmp_path):
+    import tracemalloc
+
+    model = s2d_model(tmp_path, shape=(4, 16, 256, 256))  # 16 MiB
+    np.save(tmp_path / "x.npy", np.ones((4, 16, 256, 256), np.float32))
+    peaks = {}
+    for target in ("out.npz", "out/"):
+        tracemalloc.start()
+        try:
+            output = str(tmp_path / "out") + ("/" if target.endswith("/") else ".npz")  # pathlib drops a final /
+            assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", output]) == 0
+            peaks[target] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    # measured: 32.5 MiB for the .npz (the output, then its bytes for the archive), 1.1 MiB for the folder
+    assert peaks["out.npz"] > 16 << 20 > 8 * peaks["out/"], peaks
+
+
+def test_a_failed_folder_write_changes_nothing(tmp_path):
+    model = s2d_model(tmp_path)
+    np.save(tmp_path / "x.npy", np.ones((4, 8, 64, 64), np.float32))
+    (tmp_path / "out" / "model").mkdir(parents=True)
+    np.save(tmp_path / "out" / "model" / "packed.npy", np.zeros(3))
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    result = run_limited(["run", model.name, "-i", "data=x.npy", "-o", "out/"], 256 << 10, tmp_path)
+    one_line_error(result, "cannot write out/", "no output file was changed")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_the_progress_bar_only_on_a_terminal_and_only_when_slow(capsys):
+    from datamove.ir.commands import _Progress
+    from datamove.ir.model import Layer
+
+    layer = Layer(3, "b2s", "BatchToSpace", "opset2", {}, (), (), {})
+    now = [0.0]
+    progress = _Progress(True)
+    progress.start, progress.clock = 0.0, lambda: now[0]
+    progress(0, 4, layer)
+    assert capsys.readouterr().err == ""  # the first half second is silent
+    now[0] = 1.0
+    progress(2, 4, layer)
+    assert capsys.readouterr().err == "\rdatamove run: [############            ] layer 3/4 (BatchToSpace)\x1b[K"
+    progress(4, 4, None)
+    assert capsys.readouterr().err == "\r\x1b[K"
+    quiet = _Progress(False)
+    quiet.clock = lambda: 10.0
+    quiet(1, 4, layer)
+    assert capsys.readouterr().err == ""

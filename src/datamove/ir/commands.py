@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..cli import CommandError, _load, check_target, format_shape, write_file
@@ -40,8 +41,12 @@ example:
 
 _RUN_EPILOG = """\
 Each -i gives a Parameter's array (by its name) as a .npy file; its dtype and
-shape must fit the Parameter. The outputs are saved to OUT.npz, one array per
-Result, named by the Result's tensor name (OpenVINO's output name). The model
+shape must fit the Parameter ('datamove inspect MODEL.xml' lists them). The
+outputs are saved to OUT.npz, one array per Result, named by the Result's
+tensor name (OpenVINO's output name); or, when -o names a folder (an existing
+one, or a name ending in /), as FOLDER/NAME.npy files that the operations
+write in place as memory maps, so large outputs are never held in memory.
+A progress bar shows on a terminal for runs over half a second (--quiet: none). The model
 may contain only Parameter, Const, Convert, BatchToSpace, SpaceToBatch,
 SpaceToDepth, DepthToSpace and Result layers.
 
@@ -214,9 +219,14 @@ def build_run_parser(prog: str, parser_class: Any) -> argparse.ArgumentParser:
     run.add_argument("model", metavar="MODEL.xml", help="the IR's .xml file")
     run.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy",
                      help="a Parameter's input (repeat for each Parameter)")
-    run.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="where to save the outputs")
+    run.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+                     help="where to save the outputs: an .npz file, or a folder (an existing one, or a name ending "
+                          "in /) for one NAME.npy per output, each written in place as a memory map "
+                          "(large outputs are never held in memory)")
     run.add_argument("--bin", metavar="FILE", help="the weights (default: MODEL.bin)")
     run.add_argument("--engine", default="auto", metavar="NAME", help="engine executing the operations")
+    run.add_argument("-q", "--quiet", action="store_true",
+                     help="no progress bar (it is shown only on a terminal, for runs over half a second)")
     run.add_argument("--max-bytes", metavar="SIZE",
                      help="refuse to compute more than SIZE bytes of arrays in all (e.g. 512M, 4G, none); "
                           f"default: {DEFAULT_MAX_FACTOR} times the inputs' bytes, at least "
@@ -289,10 +299,103 @@ def parse_bytes(text: str) -> Optional[int]:
     return int(number) * 1024 ** " KMGT".index((unit or " ")[0].upper())
 
 
+class _NpyFolder:
+    """The outputs as ``FOLDER/NAME.npy`` memory maps, written in place by the operations.
+
+    Each is a temporary file beside its target, its blocks reserved up front
+    (a full disk is an error then, never a crash while writing through the
+    map), renamed into place only when every output is complete.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.files: Dict[str, Any] = {}  # name -> (temporary, final, array)
+
+    def allocate(self, name: str, shape: Any, dtype: Any) -> Any:
+        import tempfile
+
+        import numpy as np
+
+        from ..files import check_writable_target
+
+        final = os.path.join(self.folder, _member_name(name))
+        os.makedirs(os.path.dirname(final), exist_ok=True)  # a name "a/b" is the file a/b.npy, as in an .npz
+        check_writable_target(final)
+        descriptor, temporary = tempfile.mkstemp(prefix=".datamove-", suffix=".npy.tmp", dir=os.path.dirname(final))
+        os.close(descriptor)
+        self.files[name] = (temporary, final, None)
+        if 0 in shape:  # NumPy cannot map an empty file: a small array, saved at commit
+            array = np.empty(shape, dtype)
+        else:
+            array = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=shape)
+            with open(temporary, "r+b") as file:
+                size = os.fstat(file.fileno()).st_size
+                if hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(file.fileno(), 0, size)
+        self.files[name] = (temporary, final, array)
+        return array
+
+    def commit(self) -> None:
+        import numpy as np
+
+        for temporary, final, array in self.files.values():
+            if isinstance(array, np.memmap):
+                array.flush()
+            else:
+                with open(temporary, "wb") as file:
+                    np.save(file, array, allow_pickle=False)
+            with open(temporary, "rb") as file:
+                os.fsync(file.fileno())
+        for temporary, final, _ in self.files.values():
+            os.replace(temporary, final)
+        self.files.clear()
+
+    def abort(self) -> None:
+        for temporary, _, _ in self.files.values():
+            try:
+                os.remove(temporary)
+            except OSError:
+                pass
+        self.files.clear()
+
+
+class _Progress:
+    """``layer 3/10 (SpaceToBatch)`` on stderr, redrawn in place; only on a terminal and after half a second."""
+
+    def __init__(self, enabled: bool) -> None:
+        import time
+
+        self.enabled, self.start, self.shown, self.clock = enabled, time.monotonic(), False, time.monotonic
+
+    def __call__(self, done: int, total: int, layer: Any) -> None:
+        if not self.enabled or self.clock() - self.start < 0.5:
+            return
+        if layer is None:
+            self.clear()
+            return
+        width = 24
+        bar = "#" * (width * done // max(total, 1))
+        sys.stderr.write(f"\rdatamove run: [{bar:<{width}}] layer {done + 1}/{total} ({quote(layer.type, 30)[1:-1]})\x1b[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def _is_folder(path: str) -> bool:
+    return path.endswith(os.sep) or path.endswith("/") or os.path.isdir(path)
+
+
 def run_command(args: argparse.Namespace) -> int:
     """``datamove run MODEL.xml``: load the inputs, run, save an .npz, print one line per output."""
     max_bytes = parse_bytes(args.max_bytes) if args.max_bytes is not None else None
-    check_target(args.output)
+    folder = _NpyFolder(args.output) if _is_folder(args.output) else None
+    if folder is None:
+        check_target(args.output)
     model = _read(args)
     inputs: Dict[str, Any] = {}
     for item in args.input:
@@ -306,19 +409,33 @@ def run_command(args: argparse.Namespace) -> int:
         given = sum(array.nbytes for array in inputs.values())
         max_bytes = max(DEFAULT_MAX_BYTES, DEFAULT_MAX_FACTOR * given)
     members = {_member_name(name): name for name in model.output_names()}
+    progress = _Progress(not args.quiet and sys.stderr.isatty())
     try:
-        outputs = model.run(inputs, engine=args.engine, max_bytes=max_bytes)
+        if folder is not None:
+            os.makedirs(args.output, exist_ok=True)
+        outputs = model.run(inputs, engine=args.engine, max_bytes=max_bytes, progress=progress,
+                            allocate=None if folder is None else folder.allocate)
+        if folder is not None:
+            folder.commit()
     except (DataMoveError, TypeError) as exc:
         hint = (" (datamove run's default bound; raise it with --max-bytes)"
                 if args.max_bytes is None and "max_bytes" in str(exc) else "")
         raise CommandError(f"{exc}{hint}") from None
     except MemoryError:
         raise CommandError("not enough memory for the model's outputs") from None
+    except OSError as exc:
+        raise CommandError(f"cannot write {show(args.output)}: {exc.strerror or exc} (no output file was "
+                           "changed)") from None
+    finally:
+        progress.clear()
+        if folder is not None:
+            folder.abort()  # after a commit, nothing is left to remove
     # names are checked by _member_name: no control characters
     lines: List[str] = [f"{name}: {format_shape(array.shape)} {array.dtype}" for name, array in outputs.items()]
-    arrays = {member: outputs[name] for member, name in members.items()}
-    # Inputs may be memory-mapped from the output file: the write goes to a new
-    # file renamed over it, and the outputs never alias the inputs (Model.run copies).
-    write_file(args.output, lambda file: _save_npz(file, arrays))
+    if folder is None:
+        arrays = {member: outputs[name] for member, name in members.items()}
+        # Inputs may be memory-mapped from the output file: the write goes to a new
+        # file renamed over it, and the outputs never alias the inputs (Model.run copies).
+        write_file(args.output, lambda file: _save_npz(file, arrays))
     print(f"{show(args.model)} -> {show(args.output)}: " + ", ".join(lines))
     return 0

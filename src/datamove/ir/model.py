@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -503,8 +503,9 @@ class Model:
             names[name] = layer
         return names
 
-    def run(self, inputs: Mapping[str, Any], *, engine: str = "auto",
-            max_bytes: Optional[int] = None) -> Dict[str, np.ndarray]:
+    def run(self, inputs: Mapping[str, Any], *, engine: str = "auto", max_bytes: Optional[int] = None,
+            allocate: Optional[Callable[[str, Tuple[int, ...], np.dtype], np.ndarray]] = None,
+            progress: Optional[Callable[[int, int, Layer], None]] = None) -> Dict[str, np.ndarray]:
         """Execute the model with the core operations.
 
         Parameters
@@ -520,6 +521,14 @@ class Model:
             many bytes in all, the outputs' copies included: a bound on the
             memory an untrusted model may take. A non-negative integer;
             default: no bound.
+        allocate : callable, optional
+            ``allocate(name, shape, dtype)`` gives the array output ``name``
+            is written into (e.g. a ``.npy`` memory map, so a large output is
+            never held in memory): the operation feeding the ``Result``
+            writes straight into it. Default: new arrays.
+        progress : callable, optional
+            ``progress(done, total, layer)``, called before each layer runs
+            (and once at the end, ``layer`` None): for a progress bar.
 
         Returns
         -------
@@ -577,7 +586,18 @@ class Model:
         values: Dict[Tuple[int, int], np.ndarray] = {}
         outputs: Dict[int, np.ndarray] = {}
         allocated = 0
-        for layer in self.layers:
+        names = self.output_names()
+        # an operation feeding a Result writes into that output's own array when the caller allocates them
+        direct: Dict[int, str] = {}
+        if allocate is not None:
+            for name, result_layer in names.items():
+                source, _ = self._source(result_layer, 0)
+                if source.type in _OPERATIONS:
+                    direct.setdefault(source.id, name)
+        given_arrays: Dict[str, np.ndarray] = {}
+        for done, layer in enumerate(self.layers):
+            if progress is not None:
+                progress(done, len(self.layers), layer)
             where = layer.describe()
             arguments = []
             for index in range(len(layer.inputs)):
@@ -612,15 +632,35 @@ class Model:
                         if allocated > max_bytes:
                             raise DataMoveError(f"its output {format_shape(shape)} {arguments[0].dtype} would take "
                                                 f"the arrays computed past max_bytes = {max_bytes}")
-                    result = operation(arguments[0], *params, engine=engine)
+                    if layer.id in direct:
+                        name = direct[layer.id]
+                        shape = getattr(shapes, _OPERATIONS[layer.type])(arguments[0].shape, *params)
+                        out = allocate(name, tuple(shape), arguments[0].dtype)  # type: ignore[misc]
+                        given_arrays[name] = out
+                        result = operation(arguments[0], *params, engine=engine, out=out)
+                    else:
+                        result = operation(arguments[0], *params, engine=engine)
                 except (DataMoveError, TypeError) as exc:
                     raise DataMoveError(f"{where}: {exc}") from None
             values[(layer.id, layer.outputs[0].id)] = result
         results: Dict[str, np.ndarray] = {}
         borrowed = [*given.values(), *(values[(layer.id, layer.outputs[0].id)] for layer in self.layers
                                        if layer.type == "Const")]
-        for name, layer in self.output_names().items():
-            array = np.asarray(outputs[layer.id])
+        for name, layer in names.items():
+            array = outputs[layer.id]
+            if allocate is not None:
+                if given_arrays.get(name) is not array:  # not written in place: copied into its own array
+                    if max_bytes is not None:
+                        allocated += array.nbytes
+                        if allocated > max_bytes:
+                            raise DataMoveError(f"{layer.describe()}: the copy of its output would take the arrays "
+                                                f"computed past max_bytes = {max_bytes}")
+                    target = allocate(name, tuple(array.shape), array.dtype)
+                    np.copyto(target, array, casting="no")
+                    array = target
+                results[name] = array
+                continue
+            array = np.asarray(array)
             if any(np.may_share_memory(array, other) for other in [*borrowed, *results.values()]):
                 if max_bytes is not None:
                     allocated += array.nbytes
@@ -629,6 +669,8 @@ class Model:
                                             f"computed past max_bytes = {max_bytes}")
                 array = np.array(array, copy=True)
             results[name] = array
+        if progress is not None:
+            progress(len(self.layers), len(self.layers), None)
         return results
 
     def _checked_input(self, layer: Layer, key: str, value: Any) -> np.ndarray:
