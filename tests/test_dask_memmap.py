@@ -131,3 +131,22 @@ def test_dask_result_stored_into_a_memmap(tmp_path):
     target.flush()
     for n in (0, shape[0] - 1):
         assert np.array_equal(target[n : n + 1], dm.depth_to_space(index_slice(shape, n), "depth_first", 2))
+
+
+def test_the_front_ends_keep_a_dask_array_lazy():
+    """compat's input check is the ops' own: a Dask array is never turned into a NumPy array there."""
+    da = pytest.importorskip("dask.array")
+    from datamove.compat import onnx, tensorflow, torch as compat_torch
+
+    x = np.arange(2 * 4 * 4 * 8, dtype=np.float32).reshape(2, 4, 4, 8)
+    lazy = da.from_array(x, chunks=(1, 4, 4, 8))
+    nchw = da.from_array(np.ascontiguousarray(x.transpose(0, 3, 1, 2)), chunks=(1, 8, 4, 4))
+    for call, data, eager in (
+        (lambda a: tensorflow.space_to_depth(a, 2), lazy, x),
+        (lambda a: tensorflow.batch_to_space(a, [1, 2], [[0, 0], [0, 1]]), lazy, x),
+        (lambda a: onnx.depth_to_space(a, 2, "CRD"), nchw, nchw.compute()),
+        (lambda a: compat_torch.pixel_unshuffle(a, 2), nchw, nchw.compute()),
+    ):
+        result = call(data)
+        assert isinstance(result, da.Array), type(result)
+        np.testing.assert_array_equal(result.compute(), call(eager))

@@ -1,9 +1,10 @@
 """What the three front ends share: taking the input, and reshape/transpose views.
 
 The front ends only reshape and transpose (views, for NumPy); every element is
-moved by one of the four core ops. Arrays of other libraries (anything with
-``__array_namespace__`` or ``__dlpack__``) are passed through untouched, so the
-core op decides who can take them; their reshape/transpose goes through
+moved by one of the four core ops. Arrays of other libraries (PyTorch, JAX,
+CuPy, Dask, array-API arrays: the ops' own test, :func:`datamove.arrays.is_foreign`)
+are passed through untouched, so the core op decides who can take them and a
+lazy Dask array stays lazy; their reshape/transpose goes through
 ``array_api_compat``, imported only then.
 """
 
@@ -14,6 +15,8 @@ from typing import Any, Sequence, Tuple
 
 import numpy as np
 
+from .. import arrays
+from ..errors import brief
 from ..params import int_scalar
 
 __all__ = ["as_array", "shape_of", "reshape", "positive_int"]
@@ -24,8 +27,8 @@ def as_array(value: Any, name: str = "input") -> Any:
     if isinstance(value, np.ndarray):
         return value
     if value is None or isinstance(value, (str, bytes, dict, set)):
-        raise TypeError(f"{name} must be an array, got {type(value).__name__} {value!r:.80}")
-    if hasattr(value, "__array_namespace__") or hasattr(value, "__dlpack__"):
+        raise TypeError(f"{name} must be an array, got {type(value).__name__} {brief(value)}")
+    if arrays.is_foreign(value):  # PyTorch, JAX, CuPy, Dask (lazy: never computed here), array-API arrays
         return value  # the core op (and its engines) decide whether they can take it
     try:
         return np.asarray(value)
