@@ -15,12 +15,14 @@ from . import shapes
 from .dims import Dim
 from .errors import DataMoveError
 from .ops import batch_to_space, depth_to_space, space_to_batch, space_to_depth
+from .permutations import channel_permutation
 from .threads import get_num_threads, set_num_threads
 
 __all__ = [
     "DataMoveError",
     "Dim",
     "batch_to_space",
+    "channel_permutation",
     "depth_to_space",
     "get_num_threads",
     "set_num_threads",

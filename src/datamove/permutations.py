@@ -1,0 +1,92 @@
+"""For converter authors: the channel permutation between the two modes of the depth ops.
+
+A model converted from one framework to another may meet DepthToSpace in the
+other mode (TensorFlow's DCR where PyTorch's ``pixel_shuffle`` is CRD).
+Instead of inserting a transpose, a converter can reorder the channels of the
+layer before it (the output channels of a convolution's weights and bias):
+
+>>> import numpy as np, datamove as dm
+>>> x = np.arange(2 * 8 * 3 * 3).reshape(2, 8, 3, 3)
+>>> p = dm.channel_permutation("depth_to_space", 8, 2, from_mode="blocks_first", to_mode="depth_first")
+>>> p
+array([0, 2, 4, 6, 1, 3, 5, 7])
+>>> bool((dm.depth_to_space(x[:, p], "depth_first", 2) == dm.depth_to_space(x, "blocks_first", 2)).all())
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import DataMoveError
+from .params import int_scalar, mode_arg
+
+__all__ = ["channel_permutation"]
+
+_OPS = ("depth_to_space", "space_to_depth")
+
+
+def channel_permutation(op: str, channels: int, block_size: int, spatial_rank: int = 2, *,
+                        from_mode: str, to_mode: str) -> np.ndarray:
+    """The channel order that turns ``op`` in ``from_mode`` into ``op`` in ``to_mode``.
+
+    Parameters
+    ----------
+    op : {"depth_to_space", "space_to_depth"}
+    channels : int
+        The channels on the depth side: DepthToSpace's input channels, or
+        SpaceToDepth's output channels (``C * block_size ** spatial_rank``);
+        divisible by ``block_size ** spatial_rank``.
+    block_size : int
+        ``>= 1``.
+    spatial_rank : int, default 2
+        ``K``, the number of spatial axes (the data's rank minus 2), ``>= 1``.
+    from_mode, to_mode : {"blocks_first", "depth_first"}
+        The mode the model has, and the mode wanted.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape ``(channels,)``
+        ``p`` such that, for every ``x`` of that many channels,
+
+        - ``depth_to_space(x[:, p], to_mode, bs) == depth_to_space(x, from_mode, bs)``;
+        - ``space_to_depth(x, to_mode, bs)[:, p] == space_to_depth(x, from_mode, bs)``.
+
+        ``numpy.argsort(p)`` is the permutation from ``to_mode`` back to
+        ``from_mode``; equal modes give the identity.
+
+    Examples
+    --------
+    A 3-D (one spatial axis) SpaceToDepth with block 3 and 2 input channels:
+
+    >>> channel_permutation("space_to_depth", 6, 3, 1, from_mode="depth_first", to_mode="blocks_first")
+    array([0, 2, 4, 1, 3, 5])
+    """
+    if op not in _OPS:
+        raise DataMoveError(f"op must be 'depth_to_space' or 'space_to_depth', got {op!r:.80}")
+    channels = int_scalar(channels, "channels")  # type: ignore[assignment]
+    size = int_scalar(block_size, "block_size")
+    rank = int_scalar(spatial_rank, "spatial_rank")
+    from_mode, to_mode = mode_arg(from_mode), mode_arg(to_mode)  # type: ignore[assignment]
+    if None in (channels, size, rank, from_mode, to_mode):
+        raise TypeError("channels, block_size, spatial_rank, from_mode and to_mode are required (not None)")
+    if size < 1:  # type: ignore[operator]
+        raise DataMoveError(f"block_size must be >= 1, got {size}")
+    if rank < 1:  # type: ignore[operator]
+        raise DataMoveError(f"spatial_rank must be >= 1 (the data's rank minus 2), got {rank}")
+    if channels < 0:  # type: ignore[operator]
+        raise DataMoveError(f"channels must be >= 0, got {channels}")
+    blocks = size ** rank  # type: ignore[operator]
+    if channels % blocks:  # type: ignore[operator]
+        raise DataMoveError(f"channels = {channels} is not divisible by block_size ** spatial_rank = {blocks}")
+    depth = channels // blocks  # type: ignore[operator]
+    # channel index = b * depth + c (blocks_first) or c * blocks + b (depth_first): b the block, c the channel
+    index = np.arange(channels, dtype=np.int64)
+    in_blocks_first = index.reshape(blocks, depth)  # [b, c] -> blocks_first index
+    in_depth_first = index.reshape(depth, blocks).T  # [b, c] -> depth_first index
+    layouts = {"blocks_first": in_blocks_first, "depth_first": in_depth_first}
+    # depth_to_space: p[to(b, c)] = from(b, c); space_to_depth: p[from(b, c)] = to(b, c)
+    source, target = (from_mode, to_mode) if op == "depth_to_space" else (to_mode, from_mode)
+    permutation = np.empty(channels, np.int64)
+    permutation[layouts[target].reshape(-1)] = layouts[source].reshape(-1)
+    return permutation
