@@ -35,6 +35,15 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def __getattr__(name: str):
+    # datamove.nn (the PyTorch modules) imports torch: loaded on first use, never by `import datamove`
+    if name == "nn":
+        import importlib
+
+        return importlib.import_module(".nn", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _register_torch_ops() -> None:
     # torch.compile cannot trace the registration of torch.ops.datamove.* (datamove.arrays.compiled_call):
     # done here when PyTorch is already loaded, else on the first call with a tensor
