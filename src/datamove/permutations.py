@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import DataMoveError
+from .errors import DataMoveError, brief, number
 from .params import int_scalar, mode_arg
 
 __all__ = ["channel_permutation"]
@@ -47,13 +47,30 @@ def channel_permutation(op: str, channels: int, block_size: int, spatial_rank: i
     Returns
     -------
     numpy.ndarray of int64, shape ``(channels,)``
-        ``p`` such that, for every ``x`` of that many channels,
+        ``p`` such that, with ``bs = block_size``:
 
-        - ``depth_to_space(x[:, p], to_mode, bs) == depth_to_space(x, from_mode, bs)``;
-        - ``space_to_depth(x, to_mode, bs)[:, p] == space_to_depth(x, from_mode, bs)``.
+        - ``depth_to_space(x[:, p], to_mode, bs) == depth_to_space(x, from_mode, bs)``
+          for every ``x`` of shape ``[N, channels, D_1, ..., D_K]``: the
+          channels *into* DepthToSpace (a convolution's output channels:
+          ``weight[p]``, ``bias[p]``) are reordered;
+        - ``space_to_depth(x, to_mode, bs)[:, p] == space_to_depth(x, from_mode, bs)``
+          for every ``x`` of shape ``[N, channels // bs ** K, D_1 * bs, ...]``:
+          the channels *out of* SpaceToDepth (a following convolution's input
+          channels: ``weight[:, argsort(p)]``) are reordered.
 
+        With ``data_format="channels_last"`` index the last axis (``x[..., p]``).
         ``numpy.argsort(p)`` is the permutation from ``to_mode`` back to
         ``from_mode``; equal modes give the identity.
+
+    Raises
+    ------
+    TypeError
+        ``op`` or a mode not a string; ``channels``, ``block_size`` or
+        ``spatial_rank`` not an integer (a bool, a float) or ``None``.
+    DataMoveError
+        An unknown ``op`` or mode (ONNX's ``"DCR"``/``"CRD"`` are named);
+        ``block_size < 1``, ``spatial_rank < 1``, ``channels < 0``; ``channels``
+        not divisible by ``block_size ** spatial_rank``.
 
     Examples
     --------
@@ -62,23 +79,34 @@ def channel_permutation(op: str, channels: int, block_size: int, spatial_rank: i
     >>> channel_permutation("space_to_depth", 6, 3, 1, from_mode="depth_first", to_mode="blocks_first")
     array([0, 2, 4, 1, 3, 5])
     """
+    if not isinstance(op, str):
+        raise TypeError(f"op must be a string, 'depth_to_space' or 'space_to_depth', got {type(op).__name__} {brief(op)}")
     if op not in _OPS:
-        raise DataMoveError(f"op must be 'depth_to_space' or 'space_to_depth', got {op!r:.80}")
-    channels = int_scalar(channels, "channels")  # type: ignore[assignment]
-    size = int_scalar(block_size, "block_size")
-    rank = int_scalar(spatial_rank, "spatial_rank")
-    from_mode, to_mode = mode_arg(from_mode), mode_arg(to_mode)  # type: ignore[assignment]
-    if None in (channels, size, rank, from_mode, to_mode):
-        raise TypeError("channels, block_size, spatial_rank, from_mode and to_mode are required (not None)")
+        raise DataMoveError(f"op must be 'depth_to_space' or 'space_to_depth', got {brief(op)}")
+    values = {"channels": channels, "block_size": block_size, "spatial_rank": spatial_rank,
+              "from_mode": from_mode, "to_mode": to_mode}
+    for name, value in values.items():
+        if value is None:
+            raise TypeError(f"{name} is required, got None")
+    channels, size, rank = (int_scalar(values[name], name) for name in ("channels", "block_size", "spatial_rank"))
+    from_mode, to_mode = _mode(from_mode, "from_mode"), _mode(to_mode, "to_mode")
     if size < 1:  # type: ignore[operator]
         raise DataMoveError(f"block_size must be >= 1, got {size}")
     if rank < 1:  # type: ignore[operator]
         raise DataMoveError(f"spatial_rank must be >= 1 (the data's rank minus 2), got {rank}")
     if channels < 0:  # type: ignore[operator]
         raise DataMoveError(f"channels must be >= 0, got {channels}")
-    blocks = size ** rank  # type: ignore[operator]
+    if channels > np.iinfo(np.intp).max // 8:  # type: ignore[operator]
+        raise DataMoveError(f"channels = {channels} is too many: an int64 array of that length exceeds the address space")
+    if size > 1 and rank >= channels.bit_length():  # type: ignore[operator,union-attr]
+        # block_size ** spatial_rank >= 2 ** spatial_rank > channels: not computed (spatial_rank may be 2 ** 62)
+        if channels:
+            raise DataMoveError(f"channels = {channels} is not divisible by block_size ** spatial_rank = "
+                                f"{size} ** {rank} (which exceeds channels)")
+        return np.empty(0, np.int64)
+    blocks = size ** rank  # type: ignore[operator]  # spatial_rank <= 63 here
     if channels % blocks:  # type: ignore[operator]
-        raise DataMoveError(f"channels = {channels} is not divisible by block_size ** spatial_rank = {blocks}")
+        raise DataMoveError(f"channels = {channels} is not divisible by block_size ** spatial_rank = {number(blocks)}")
     depth = channels // blocks  # type: ignore[operator]
     # channel index = b * depth + c (blocks_first) or c * blocks + b (depth_first): b the block, c the channel
     index = np.arange(channels, dtype=np.int64)
@@ -90,3 +118,12 @@ def channel_permutation(op: str, channels: int, block_size: int, spatial_rank: i
     permutation = np.empty(channels, np.int64)
     permutation[layouts[target].reshape(-1)] = layouts[source].reshape(-1)
     return permutation
+
+
+def _mode(value: object, name: str) -> str:
+    """:func:`datamove.params.mode_arg`, its message naming ``from_mode`` or ``to_mode``."""
+    try:
+        return mode_arg(value)  # type: ignore[return-value]
+    except (TypeError, DataMoveError) as exc:
+        text = str(exc)
+        raise type(exc)(name + text[len("mode"):] if text.startswith("mode") else text) from None
