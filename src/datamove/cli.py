@@ -188,6 +188,7 @@ examples:
   datamove check examples/ir/batch_to_space_2d.xml
   datamove inspect examples/ir/space_to_depth.xml
   datamove run examples/ir/space_to_depth.xml -i data=image.npy -o out.npz
+  datamove verify model.xml -i image=image.npy
 
 Errors print one line, "datamove: error: ...", and exit with status 2.
 """
@@ -299,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .ir import commands as ir_commands  # datamove check, and datamove run MODEL.xml
 
     ir_commands.add_check_parser(commands, _Parser)
+    from .ir.verify import add_verify_parser  # datamove verify MODEL.xml (OpenVINO imported only when it runs)
+
+    add_verify_parser(commands)
     # Listed here for --help; main() hands "bench ..." to datamove.bench, which has its own options.
     commands.add_parser("bench", add_help=False, help="run the benchmark suite (datamove bench --help)")
     return parser
@@ -522,7 +526,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     -------
     int
         The exit status: 0 on success, 2 on any error (one line on stderr);
-        ``check`` exits 1 when the model's recorded shapes disagree.
+        ``check`` exits 1 when the model's recorded shapes disagree, ``verify``
+        when a data-movement layer's output differs from datamove's.
 
     Examples
     --------
