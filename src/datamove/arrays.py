@@ -104,17 +104,26 @@ def library(array: Any) -> str:
 
 
 def compiling(data: Any) -> bool:
-    """True while ``torch.compile`` (Dynamo) traces a call on a tensor."""
+    """True while ``torch.compile``, ``torch.export`` or ``torch.jit.trace`` traces a call on a tensor."""
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(data, torch.Tensor) and torch.compiler.is_compiling()
+    return (torch is not None and isinstance(data, torch.Tensor)
+            and (torch.compiler.is_compiling() or torch._C._is_tracing()))
 
 
 def compiled_call(op: str, args: Tuple[Any, ...], data: Any, out: Any) -> Any:
-    """The call as the custom op ``torch.ops.datamove.<op>``, which a compiled graph keeps whole.
+    """The call as the custom op ``torch.ops.datamove.<op>``, which a compiled graph keeps whole
+    (under ``torch.jit.trace``: as PyTorch ops, :func:`datamove.torch_onnx.traced`).
 
     Validation happens in the op's fake implementation (``datamove.shapes``), at trace time.
     """
     torch = sys.modules["torch"]
+    from . import torch_onnx
+
+    if not torch.compiler.is_dynamo_compiling() and (  # Dynamo (torch.compile) cannot trace these questions
+            torch._C._is_tracing() or (torch_onnx.exporting() and not torch_onnx.ready())):
+        # torch.jit.trace, torch.onnx.export(dynamo=False), or an ONNX export without datamove's
+        # translations in its library: PyTorch's own ops
+        return torch_onnx.traced(op, args, data, out)
     if not hasattr(torch.ops.datamove, op):
         raise DataMoveError(
             "torch.ops.datamove is not registered yet and torch.compile cannot trace its registration: "

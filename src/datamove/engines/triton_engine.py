@@ -345,6 +345,30 @@ _ADJOINT = {
 }
 
 
+def _fake_shape(op: str, params: Dict[str, Any], shape: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """The output shape for ``torch.compile``/``torch.export``, where the batch may be symbolic (a dynamic dim).
+
+    A symbolic batch is kept symbolic: the rules are checked on the other dims
+    with a stand-in batch, and the batch's own rule (BatchToSpace: divisible by
+    the block count) becomes a ``torch._check``, not a guard that would fix it.
+    """
+    import torch
+
+    batch = shape[0] if shape else None
+    lo, hi = ("crops_begin", "crops_end") if op == "batch_to_space" else ("pads_begin", "pads_end")
+    if (not isinstance(batch, torch.SymInt) or any(isinstance(d, torch.SymInt) for d in shape[1:])
+            or (op in ("batch_to_space", "space_to_batch") and (params[lo][0] or params[hi][0]))):
+        return _out_shape(op, params, shape)
+    blocks = math.prod(params["block_shape"]) if "block_shape" in params else 1
+    out = list(_out_shape(op, params, (blocks if op == "batch_to_space" else 1,) + tuple(shape[1:])))
+    if op == "batch_to_space":
+        torch._check(batch % blocks == 0, lambda: f"batch_to_space: the batch must be divisible by {blocks}")
+        out[0] = batch // blocks
+    else:
+        out[0] = batch * blocks
+    return tuple(out)
+
+
 def custom_ops() -> Dict[str, Any]:
     """``torch.ops.datamove.<op>`` for the four ops, registered on first use."""
     if _OPS:
@@ -365,7 +389,7 @@ def custom_ops() -> Dict[str, Any]:
 
         @impl.register_fake
         def _(data, *args):
-            return torch_layout.empty(_out_shape(op, _params(op, args), tuple(data.shape)), data)
+            return torch_layout.empty(_fake_shape(op, _params(op, args), tuple(data.shape)), data)
 
         def setup_context(ctx, inputs, output):
             ctx.args = inputs[1:]
@@ -379,6 +403,10 @@ def custom_ops() -> Dict[str, Any]:
 
     for op in _ADJOINT:
         define(op, op in ("batch_to_space", "space_to_batch"))
+    from .. import torch_onnx
+
+    if not torch_onnx.exporting():  # an export under way has read its functions: it records PyTorch ops
+        torch_onnx.register()  # ONNX translations for torch.onnx.export(dynamo=True)
     return _OPS
 
 

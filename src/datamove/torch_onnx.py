@@ -1,0 +1,288 @@
+"""Export to ONNX: the four operations as standard ONNX ops, from both of PyTorch's exporters.
+
+``torch.onnx.export(model, args)`` works on a model that calls datamove's
+operations or :mod:`datamove.nn`'s modules, and the ONNX model holds only
+standard ops (no custom domain), so any ONNX runtime runs it:
+
+- ``dynamo=True`` (PyTorch's default exporter): ``torch.export`` records each
+  call as one node ``torch.ops.datamove.<op>`` and the translations here
+  write it in ONNX: ``DepthToSpace`` (``DCR``/``CRD``) and ``SpaceToDepth``
+  (``DCR``: ONNX has no CRD ``SpaceToDepth``) for 4-D tensors of the types
+  onnxruntime's kernels take (float16/32/64, int8, uint8), the spec's
+  ``Reshape`` / ``Transpose`` / ``Reshape`` for every other case and rank,
+  with ``Pad`` before SpaceToBatch and ``Slice`` after BatchToSpace. They
+  are registered with the exporter's function library when an export first
+  meets one of these nodes (:func:`register`); :func:`translation_table`
+  gives them for ``custom_translation_table=`` too.
+- ``dynamo=False`` (the TorchScript exporter, and ``torch.jit.trace``): a
+  traced call is recorded as PyTorch's own ops, :func:`traced`, the same
+  formula (``datamove.formulas``); shapes are recorded as constants.
+
+The translations are written for ONNX opset 18, the exporter's own; it
+converts the model to the ``opset_version`` asked for.
+
+Examples
+--------
+>>> import io, torch, onnx
+>>> from datamove import nn
+>>> model = torch.nn.Sequential(torch.nn.Conv2d(3, 12, 1), nn.DepthToSpace("blocks_first", 2))
+>>> f = io.BytesIO()
+>>> torch.onnx.export(model, (torch.zeros(1, 3, 8, 8),), f, dynamo=False)
+>>> sorted({node.op_type for node in onnx.load_from_string(f.getvalue()).graph.node})
+['Conv', 'Reshape', 'Transpose']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.util
+import math
+import sys
+import threading
+import warnings
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+from . import formulas, shapes
+from .errors import DataMoveError
+
+__all__ = ["tracing", "traced", "translation_table", "register", "ready", "exporting"]
+
+_INT64_MAX = 2**63 - 1
+
+
+# ------------------------------------------------ TorchScript: PyTorch's own ops
+
+
+def tracing() -> bool:
+    """True while ``torch.jit.trace`` (and so ``torch.onnx.export(dynamo=False)``) records a call."""
+    import torch
+
+    return bool(torch.jit.is_tracing())
+
+
+def traced(op: str, args: Tuple[Any, ...], data: Any, out: Optional[Any] = None) -> Any:
+    """``op`` on ``data`` as PyTorch ops that a trace records (pad, reshape, permute, reshape, slice).
+
+    The TorchScript exporter hands sizes over as 0-d tensors while it traces:
+    they are read as ints (the trace holds them as constants) and the call is
+    validated by :mod:`datamove.shapes` as any other.
+    """
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        shape = tuple(int(d) for d in data.shape)
+    params = getattr(shapes, f"resolve_{op}")(shape, *args).params
+    s = formulas.steps(op, params, shape)
+    x = data
+    if s.pads is not None:
+        begin, end = s.pads
+        x = torch.nn.functional.pad(x, [w for i in reversed(range(len(shape))) for w in (begin[i], end[i])])
+    x = x.reshape(s.split).permute(s.perm).reshape(s.merged)
+    if s.crops is not None:
+        x = x[tuple(slice(b, n - e) if b or e else slice(None) for n, b, e in zip(s.merged, *s.crops))]
+    if s.moves_nothing:
+        x = x.clone()  # the reshapes were views of ``data``
+    if out is None:
+        return x
+    out.copy_(x)
+    return out
+
+
+# ----------------------------------------------- torch.export: ONNX translations
+
+
+def _op() -> Any:
+    from onnxscript import opset18
+
+    return opset18
+
+
+def _ints(op: Any, values: Sequence[int]) -> Any:
+    return op.Constant(value_ints=[int(v) for v in values])
+
+
+def _static(name: str, data: Any, batch_free: bool) -> Tuple[Tuple[int, ...], bool]:
+    """``data``'s shape as ints and whether its batch dim is dynamic (then given as 0 in the shape)."""
+    dims = list(data.shape)
+    dynamic_batch = bool(dims) and not isinstance(dims[0], int)
+    if any(not isinstance(d, int) for d in dims[1:]) or (dynamic_batch and not batch_free):
+        raise DataMoveError(
+            f"datamove's ONNX translation of {name} needs static sizes (a dynamic batch only where it stays the "
+            f"batch), got shape {[d if isinstance(d, int) else str(d) for d in dims]}"
+        )
+    if dynamic_batch:
+        dims[0] = 0
+    return tuple(dims), dynamic_batch
+
+
+def _formula(op: Any, name: str, params: Dict[str, Any], data: Any) -> Any:
+    """``Pad`` / ``Reshape`` / ``Transpose`` / ``Reshape`` / ``Slice``, the steps of :mod:`datamove.formulas`."""
+    depth = name in ("space_to_depth", "depth_to_space")
+    blocks = 1 if depth else math.prod(int(b) for b in params["block_shape"])
+    lo, hi = ("pads_begin", "pads_end") if name == "space_to_batch" else ("crops_begin", "crops_end")
+    batch_free = depth or not (any(params.get(lo, ())[:1]) or any(params.get(hi, ())[:1]))
+    shape, dynamic = _static(name, data, batch_free)
+    if dynamic:  # the steps with a stand-in batch that every rule accepts, then the batch entries made relative
+        shape = (blocks if name == "batch_to_space" else 1,) + shape[1:]
+    s = formulas.steps(name, params, shape)
+    split, merged = list(s.split), list(s.merged)
+    if dynamic:
+        # Reshape's 0 copies the input's dim (the batch stays axis 0); -1 is the one dim left to infer
+        if name == "batch_to_space":
+            split[len(shape) - 1] = -1  # the new batch, after the block axes
+            merged[0] = -1
+        elif name == "space_to_batch":
+            split[0], merged[0] = 0, -1
+        else:
+            split[0] = merged[0] = 0
+    x = data
+    if s.pads is not None:
+        x = op.Pad(x, _ints(op, s.pads[0] + s.pads[1]))
+    x = op.Reshape(op.Transpose(op.Reshape(x, _ints(op, split)), perm=list(s.perm)), _ints(op, merged))
+    if s.crops is not None:
+        axes = [i for i, (b, e) in enumerate(zip(*s.crops)) if b or e]
+        begin, end = s.crops
+        ends = [(-end[i] if end[i] else _INT64_MAX) for i in axes]
+        x = op.Slice(x, _ints(op, [begin[i] for i in axes]), _ints(op, ends), _ints(op, axes))
+    return x
+
+
+# the types onnxruntime's DepthToSpace and SpaceToDepth kernels take (others: the formula, which all take)
+_NATIVE_DTYPES = frozenset({"FLOAT", "DOUBLE", "FLOAT16", "UINT8", "INT8"})
+
+
+def _native(data: Any) -> bool:
+    return len(data.shape) == 4 and getattr(data.dtype, "name", None) in _NATIVE_DTYPES
+
+
+def _depth_to_space(data: Any, mode: str, block_size: int) -> Any:
+    op = _op()
+    if _native(data):
+        return op.DepthToSpace(data, blocksize=int(block_size), mode="DCR" if mode == "blocks_first" else "CRD")
+    return _formula(op, "depth_to_space", {"mode": mode, "block_size": block_size}, data)
+
+
+def _space_to_depth(data: Any, mode: str, block_size: int) -> Any:
+    op = _op()
+    if mode == "blocks_first" and _native(data):
+        return op.SpaceToDepth(data, blocksize=int(block_size))
+    return _formula(op, "space_to_depth", {"mode": mode, "block_size": block_size}, data)
+
+
+def _batch_to_space(data: Any, block_shape: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> Any:
+    params = {"block_shape": block_shape, "crops_begin": begin, "crops_end": end}
+    return _formula(_op(), "batch_to_space", params, data)
+
+
+def _space_to_batch(data: Any, block_shape: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> Any:
+    params = {"block_shape": block_shape, "pads_begin": begin, "pads_end": end}
+    return _formula(_op(), "space_to_batch", params, data)
+
+
+_TRANSLATIONS: Dict[str, Callable[..., Any]] = {
+    "batch_to_space": _batch_to_space,
+    "space_to_batch": _space_to_batch,
+    "space_to_depth": _space_to_depth,
+    "depth_to_space": _depth_to_space,
+}
+
+
+def translation_table() -> Dict[Any, Callable[..., Any]]:
+    """``{torch.ops.datamove.<op>.default: translation}`` for ``torch.onnx.export(..., custom_translation_table=)``.
+
+    Not needed with the exporter that PyTorch ships (:func:`register` does it
+    on the first export); for an exporter built around another registry.
+    """
+    import torch
+
+    from .engines import triton_engine
+
+    triton_engine.custom_ops()
+    return {getattr(torch.ops.datamove, name).default: f for name, f in _TRANSLATIONS.items()}
+
+
+_REGISTERED = threading.Event()
+_LOCK = threading.Lock()
+
+
+def ready() -> bool:
+    """Whether the exporter's library has the translations (else an export records PyTorch ops, :func:`traced`)."""
+    return _REGISTERED.is_set()
+
+
+def exporting() -> bool:
+    """True while ``torch.onnx.export`` runs (either exporter)."""
+    onnx = sys.modules.get("torch.onnx")
+    return onnx is not None and bool(onnx.is_in_onnx_export())
+
+
+def register() -> None:
+    """Give the translations to ``torch.onnx``'s exporter (onnxscript's torch_lib library), once.
+
+    The exporter builds its function library before it traces the model, so
+    this runs when ``torch.ops.datamove`` is defined: at once if onnxscript
+    is loaded, else as soon as it is (importing onnxscript costs 0.4 s, which
+    a process that never exports should not pay).
+    """
+    if _REGISTERED.is_set():
+        return
+    if "onnxscript" in sys.modules:
+        _add_to_torch_lib()
+    else:
+        _after_import("onnxscript", _add_to_torch_lib)
+
+
+def _add_to_torch_lib() -> None:
+    with _LOCK:
+        if _REGISTERED.is_set():
+            return
+        try:
+            from onnxscript.function_libs.torch_lib.registration import torch_op
+        except ImportError:  # an onnxscript without torch_lib: custom_translation_table=translation_table()
+            return
+        for name, function in _TRANSLATIONS.items():
+            torch_op(f"datamove::{name}", trace_only=True)(function)
+        _REGISTERED.set()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``callback`` once module ``name`` has been executed by an import (a post-import hook)."""
+
+    def __init__(self, name: str, callback: Callable[[], None]) -> None:
+        self.name, self.callback = name, callback
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)  # the real one, by the finders after this one
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _ThenCall(spec.loader, self.callback)
+        return spec
+
+
+class _ThenCall(importlib.abc.Loader):
+    def __init__(self, loader: Any, callback: Callable[[], None]) -> None:
+        self.loader, self.callback = loader, callback
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        try:
+            self.callback()
+        except Exception:  # never break the user's import of onnxscript
+            pass
+
+    def __getattr__(self, name: str) -> Any:  # get_resource_reader, get_filename, ...
+        return getattr(self.loader, name)
+
+
+def _after_import(name: str, callback: Callable[[], None]) -> None:
+    with _LOCK:
+        if not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+            sys.meta_path.insert(0, _AfterImport(name, callback))
