@@ -20,7 +20,8 @@ DOCS = ROOT / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.rst") if "_build" not in p.parts and "generated" not in p.parts
                and "_templates" not in p.parts)
 # the pages whose examples need more than NumPy
-NEEDS = {"guide/arrays.rst": ("torch", "jax", "dask.array")}
+NEEDS = {"guide/arrays.rst": ("torch", "jax", "dask.array"), "guide/pytorch.rst": ("torch", "onnx", "onnxruntime"),
+         "guide/verify.rst": ("openvino",)}
 
 
 def test_pages_found():

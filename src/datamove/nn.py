@@ -112,6 +112,7 @@ class SpaceToDepth(torch.nn.Module):
         self.mode, self.block_size, self.data_format = _depth_params("space_to_depth", mode, block_size, data_format)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """:func:`datamove.space_to_depth` of ``x`` with this module's parameters."""
         return ops.space_to_depth(x, self.mode, self.block_size, data_format=self.data_format)
 
     def extra_repr(self) -> str:
@@ -167,6 +168,7 @@ class DepthToSpace(torch.nn.Module):
         self.mode, self.block_size, self.data_format = _depth_params("depth_to_space", mode, block_size, data_format)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """:func:`datamove.depth_to_space` of ``x`` with this module's parameters."""
         return ops.depth_to_space(x, self.mode, self.block_size, data_format=self.data_format)
 
     def extra_repr(self) -> str:
@@ -225,6 +227,7 @@ class SpaceToBatch(torch.nn.Module):
         self.pads_end: Tuple[int, ...] = p["pads_end"]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """:func:`datamove.space_to_batch` of ``x`` with this module's parameters."""
         return ops.space_to_batch(x, self.block_shape, self.pads_begin, self.pads_end)
 
     def extra_repr(self) -> str:
@@ -284,6 +287,7 @@ class BatchToSpace(torch.nn.Module):
         self.crops_end: Tuple[int, ...] = p["crops_end"]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """:func:`datamove.batch_to_space` of ``x`` with this module's parameters."""
         return ops.batch_to_space(x, self.block_shape, self.crops_begin, self.crops_end)
 
     def extra_repr(self) -> str:

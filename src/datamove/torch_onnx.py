@@ -11,9 +11,11 @@ standard ops (no custom domain), so any ONNX runtime runs it:
   onnxruntime's kernels take (float16/32/64, int8, uint8), the spec's
   ``Reshape`` / ``Transpose`` / ``Reshape`` for every other case and rank,
   with ``Pad`` before SpaceToBatch and ``Slice`` after BatchToSpace. They
-  are registered with the exporter's function library when an export first
-  meets one of these nodes (:func:`register`); :func:`translation_table`
-  gives them for ``custom_translation_table=`` too.
+  join the exporter's function library (onnxscript's torch_lib) when
+  ``torch.ops.datamove`` is defined, or when onnxscript loads after that
+  (:func:`register`); :func:`translation_table` gives them for
+  ``custom_translation_table=`` too. An export that meets datamove before
+  they joined records PyTorch's ops instead, as the TorchScript exporter does.
 - ``dynamo=False`` (the TorchScript exporter, and ``torch.jit.trace``): a
   traced call is recorded as PyTorch's own ops, :func:`traced`, the same
   formula (``datamove.formulas``); shapes are recorded as constants.
@@ -28,8 +30,8 @@ Examples
 >>> model = torch.nn.Sequential(torch.nn.Conv2d(3, 12, 1), nn.DepthToSpace("blocks_first", 2))
 >>> f = io.BytesIO()
 >>> torch.onnx.export(model, (torch.zeros(1, 3, 8, 8),), f, dynamo=False)
->>> sorted({node.op_type for node in onnx.load_from_string(f.getvalue()).graph.node})
-['Conv', 'Reshape', 'Transpose']
+>>> [node.op_type for node in onnx.load_from_string(f.getvalue()).graph.node if node.op_type != "Constant"]
+['Conv', 'Reshape', 'Transpose', 'Reshape']
 """
 
 from __future__ import annotations
@@ -192,8 +194,8 @@ _TRANSLATIONS: Dict[str, Callable[..., Any]] = {
 def translation_table() -> Dict[Any, Callable[..., Any]]:
     """``{torch.ops.datamove.<op>.default: translation}`` for ``torch.onnx.export(..., custom_translation_table=)``.
 
-    Not needed with the exporter that PyTorch ships (:func:`register` does it
-    on the first export); for an exporter built around another registry.
+    Not needed with the exporter that PyTorch ships (``register`` gives them
+    to its library); for an exporter set up with a registry of its own.
     """
     import torch
 
