@@ -11,6 +11,8 @@ True
 (2, 8)
 """
 
+from typing import TYPE_CHECKING, Any
+
 from . import shapes
 from .dims import Dim
 from .errors import DataMoveError
@@ -34,8 +36,11 @@ __all__ = [
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:  # for type checkers, datamove.nn is an attribute like the others
+    from . import nn as nn
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> Any:
     # datamove.nn (the PyTorch modules) imports torch: loaded on first use, never by `import datamove`
     if name == "nn":
         import importlib

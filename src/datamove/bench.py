@@ -86,7 +86,7 @@ def suite(scale: str = "full", large: bool = False) -> List[Case]:
     cases.append(Case("s2d", "space_to_depth", _scaled((1, 64, 256, 256), big, 8, 1), "float64", ("depth_first", 2)))
     cases.append(Case("s2d 5-D", "space_to_depth", _scaled((1, 32, 32, 128, 128), big, 4, 1), f32, ("blocks_first", 2)))
     cases.append(Case("d2s 5-D", "depth_to_space", _scaled((1, 256, 16, 64, 64), big, 4, 1), f32, ("depth_first", 2)))
-    b2s = lambda shape, block, crops: (block, crops[0], crops[1])  # noqa: E731
+    b2s: Callable[..., Tuple[Any, ...]] = lambda shape, block, crops: (block, crops[0], crops[1])  # noqa: E731
     cases.append(Case("b2s", "batch_to_space", _scaled((4, 32, 128, 128), big, 4, 4), f32, b2s(None, [1, 1, 2, 2], ([0, 0, 1, 0], [0, 0, 1, 2]))))
     cases.append(Case("b2s", "batch_to_space", _scaled((4, 32, 128, 128), big, 4, 4), f32, b2s(None, [1, 1, 2, 2], ([0, 0, 0, 0], [0, 0, 0, 0]))))
     cases.append(Case("b2s", "batch_to_space", _scaled((6, 32, 128, 128), big, 4, 6), f32, ([1, 1, 3, 2], [0, 0, 1, 0], [0, 0, 2, 1]), "nhwc"))
@@ -130,14 +130,17 @@ def _in_layout(array: np.ndarray, layout: str) -> np.ndarray:
     """The same logical array, with channels (axis 1) innermost in memory for "nhwc"."""
     if layout == "nchw":
         return np.ascontiguousarray(array)
-    return np.ascontiguousarray(np.moveaxis(array, 1, -1)).transpose(0, array.ndim - 1, *range(1, array.ndim - 1))
+    channels_last: np.ndarray = np.ascontiguousarray(np.moveaxis(array, 1, -1)).transpose(0, array.ndim - 1,
+                                                                                        *range(1, array.ndim - 1))
+    return channels_last
 
 
 def _empty(shape: Sequence[int], dtype: Any, layout: str) -> np.ndarray:
     if layout == "nchw":
         return np.empty(shape, dtype)
     cl = (shape[0],) + tuple(shape[2:]) + (shape[1],)
-    return np.empty(cl, dtype).transpose(0, len(shape) - 1, *range(1, len(shape) - 1))
+    empty: np.ndarray = np.empty(cl, dtype).transpose(0, len(shape) - 1, *range(1, len(shape) - 1))
+    return empty
 
 
 # ------------------------------------------------------------------ timing
@@ -229,13 +232,13 @@ def _numpy_idiom(case: Case, data: np.ndarray) -> Optional[Callable[[], Any]]:
     dims = list(data.shape)
     r = len(dims)
     if op == "space_to_batch":
-        def run():
+        def run() -> Any:
             padded = np.pad(data, list(zip(begin, end)))
             split = [dims[0]] + [x for i in range(1, r) for x in (padded.shape[i] // block[i], block[i])]
             perm = [2 + 2 * i for i in range(r - 1)] + [0] + [1 + 2 * i for i in range(r - 1)]
             return padded.reshape(split).transpose(perm).reshape([dims[0] * int(np.prod(block))] + [padded.shape[i] // block[i] for i in range(1, r)])
         return run
-    def run_b2s():
+    def run_b2s() -> np.ndarray[Any, Any]:
         nb = dims[0] // int(np.prod(block))
         x = data.reshape(list(block[1:]) + [nb] + dims[1:])
         perm = [r - 1] + [x_ for i in range(1, r) for x_ in (r - 1 + i, i - 1)]
@@ -262,11 +265,14 @@ def _openvino(case: Case, data: np.ndarray, out: np.ndarray, threads: int) -> Op
     else:
         consts = [opset.constant(np.array(a, np.int64)) for a in case.args]
         node = getattr(opset, case.op)(parameter, *consts)
-    compiled = ov.Core().compile_model(ov.Model([node], [parameter]), "CPU", {"INFERENCE_NUM_THREADS": threads})
+    # openvino's own annotations: ov.Model (openvino._ov_api) is not the _pyopenvino.Model its __init__ binds
+    model = ov.Model([node], [parameter])  # pyright: ignore[reportGeneralTypeIssues]
+    compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads})
     request = compiled.create_infer_request()
     request.set_input_tensor(ov.Tensor(data, shared_memory=True))
     request.set_output_tensor(ov.Tensor(out, shared_memory=True))
-    return request.infer
+    infer: Callable[[], Any] = request.infer
+    return infer
 
 
 def _onnxruntime(case: Case, data: np.ndarray, out: np.ndarray, threads: int) -> Optional[Callable[[], Any]]:
@@ -436,7 +442,7 @@ def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.Argu
         from . import bench_gpu  # the GPU suite: ratios to a device-to-device copy
 
         return bench_gpu.main(argv, parser_class)
-    parser = parser_class(prog="datamove bench", description=__doc__.split("\n\n")[0])
+    parser = parser_class(prog="datamove bench", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (this suite) or cuda (datamove.bench_gpu)")
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--large", action="store_true", help="add 512 MiB and 1 GiB cases (needs about 4 GiB of memory)")

@@ -62,12 +62,12 @@ def suite(scale: str = "full") -> List[Case]:
 # ------------------------------------------------------------------ the idioms
 
 
-def _idiom(xp: Any, case: Case, permute: Callable, pad: Callable) -> Callable[[Any], Any]:
+def _idiom(xp: Any, case: Case, permute: Callable[..., Any], pad: Callable[..., Any]) -> Callable[[Any], Any]:
     """The specs' reshape/transpose/reshape formula in ``xp`` (torch, cupy, jax.numpy): the peers' code."""
     op, args = case.op, case.args
     if op in ("space_to_depth", "depth_to_space"):
         mode, b = args
-        def fn(x):
+        def fn(x: Any) -> Any:
             n, c, *d = x.shape
             k = len(d)
             if op == "space_to_depth":
@@ -86,7 +86,7 @@ def _idiom(xp: Any, case: Case, permute: Callable, pad: Callable) -> Callable[[A
     block, lo, hi = args
     m = len(block) - 1
     if op == "space_to_batch":
-        def fn(x):
+        def fn(x: Any) -> Any:
             x = pad(x, lo, hi)
             n, *d = x.shape
             y = xp.reshape(x, (n,) + sum(((s // bl, bl) for s, bl in zip(d, block[1:])), ()))
@@ -94,7 +94,7 @@ def _idiom(xp: Any, case: Case, permute: Callable, pad: Callable) -> Callable[[A
             return xp.reshape(permute(y, order), (n * math.prod(block),) + tuple(s // bl for s, bl in zip(d, block[1:])))
         return fn
 
-    def fn(x):
+    def unblock(x: Any) -> Any:
         n, *d = x.shape
         nb = n // math.prod(block)
         y = xp.reshape(x, tuple(block[1:]) + (nb,) + tuple(d))
@@ -102,7 +102,7 @@ def _idiom(xp: Any, case: Case, permute: Callable, pad: Callable) -> Callable[[A
         y = xp.reshape(permute(y, order), (nb,) + tuple(s * bl for s, bl in zip(d, block[1:])))
         index = (slice(None),) + tuple(slice(lo[i], y.shape[i] - hi[i]) for i in range(1, m + 1))
         return y[index]
-    return fn
+    return unblock
 
 
 def _torch_fn(case: Case) -> Callable[[Any], Any]:
@@ -113,7 +113,7 @@ def _torch_fn(case: Case) -> Callable[[Any], Any]:
         b = case.args[1]
         return (lambda x: F.pixel_unshuffle(x, b)) if case.op == "space_to_depth" else (lambda x: F.pixel_shuffle(x, b))
 
-    def pad(x, lo, hi):
+    def pad(x: Any, lo: Sequence[int], hi: Sequence[int]) -> Any:
         widths = sum(((lo[i], hi[i]) for i in range(len(lo) - 1, 0, -1)), ())
         return F.pad(x, widths)
 
@@ -138,15 +138,17 @@ def _events(fn: Callable[[], Any], repeats: int) -> float:
     fn()
     fn()
     torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    # torch.cuda.Event's __init__ has no annotations (PyTorch 2.13)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]  # type: ignore[no-untyped-call]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]  # type: ignore[no-untyped-call]
     fn()  # keeps the queue busy while the first start event is recorded
     for start, end in zip(starts, ends):
         start.record()
         fn()
         end.record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends))
+    seconds: float = statistics.median(s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends))
+    return seconds
 
 
 def _wall(fn: Callable[[], Any], repeats: int) -> float:
@@ -205,7 +207,7 @@ def run_case(case: Case, peers: Sequence[str], repeats: int) -> Dict[str, Any]:
             row["torch.compile_error"] = f"{type(exc).__name__}: {exc}"[:200]
     if "cupy" in peers and case.layout == "nchw" and case.dtype != "complex128":
         try:
-            import cupy
+            import cupy  # pyright: ignore[reportMissingImports]  # a GPU peer, installed only there
 
             x = cupy.from_dlpack(peer_input)
             fn = _idiom(cupy, case, lambda y, o: cupy.transpose(y, o), lambda x, lo, hi: cupy.pad(x, list(zip(lo, hi))))
@@ -245,7 +247,7 @@ def table(rows: Sequence[Dict[str, Any]], peers: Sequence[str]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.ArgumentParser) -> int:
-    parser = parser_class(prog="datamove bench --device cuda", description=__doc__.split("\n\n")[0])
+    parser = parser_class(prog="datamove bench --device cuda", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--json", default="bench-results-cuda.json")

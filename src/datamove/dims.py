@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Optional, Tuple, Union
+from typing import Iterable, Optional, Tuple, Union
 
 from .errors import DataMoveError, brief
 
@@ -139,7 +139,7 @@ def format_dim(dim: object) -> str:
     return str(dim)
 
 
-def format_shape(shape: object) -> str:
+def format_shape(shape: Optional[Iterable[object]]) -> str:
     """A shape (dims or ``(lo, hi)`` pairs) in the command-line notation; ``[...]`` for an unknown rank.
 
     >>> format_shape((2, 8)), format_shape((Dim(4, None), (0, None))), format_shape(None)
@@ -147,7 +147,7 @@ def format_shape(shape: object) -> str:
     """
     if shape is None:
         return "[...]"
-    return "[" + ", ".join(format_dim(d) for d in shape) + "]"  # type: ignore[union-attr]
+    return "[" + ", ".join(format_dim(d) for d in shape) + "]"
 
 
 # At most 20 digits: a longer number is past int64 anyway, and is refused before int() reads it.

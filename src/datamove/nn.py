@@ -32,7 +32,7 @@ Sequential(
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, SupportsIndex, Tuple
 
 try:
     import torch
@@ -44,6 +44,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - torch is a test extra
 
 from . import ops, shapes
 from .engines import triton_engine
+from .typing import DataFormat, IntVector, Mode
 
 __all__ = ["SpaceToDepth", "DepthToSpace", "SpaceToBatch", "BatchToSpace"]
 
@@ -107,7 +108,11 @@ class SpaceToDepth(torch.nn.Module):
     torch.Size([1, 2, 2, 12])
     """
 
-    def __init__(self, mode: str, block_size: int, data_format: str = "channels_first") -> None:
+    mode: Mode
+    block_size: int
+    data_format: DataFormat
+
+    def __init__(self, mode: Mode, block_size: SupportsIndex, data_format: DataFormat = "channels_first") -> None:
         super().__init__()
         self.mode, self.block_size, self.data_format = _depth_params("space_to_depth", mode, block_size, data_format)
 
@@ -163,7 +168,11 @@ class DepthToSpace(torch.nn.Module):
     torch.Size([1, 2, 4, 6, 8])
     """
 
-    def __init__(self, mode: str, block_size: int, data_format: str = "channels_first") -> None:
+    mode: Mode
+    block_size: int
+    data_format: DataFormat
+
+    def __init__(self, mode: Mode, block_size: SupportsIndex, data_format: DataFormat = "channels_first") -> None:
         super().__init__()
         self.mode, self.block_size, self.data_format = _depth_params("depth_to_space", mode, block_size, data_format)
 
@@ -218,7 +227,7 @@ class SpaceToBatch(torch.nn.Module):
             [1, 3, 0]])
     """
 
-    def __init__(self, block_shape: Any, pads_begin: Any, pads_end: Any) -> None:
+    def __init__(self, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector) -> None:
         super().__init__()
         ops._require(block_shape=block_shape, pads_begin=pads_begin, pads_end=pads_end)
         p = shapes.resolve_space_to_batch(None, block_shape, pads_begin, pads_end).params
@@ -278,7 +287,7 @@ class BatchToSpace(torch.nn.Module):
     torch.Size([2, 3, 4, 4])
     """
 
-    def __init__(self, block_shape: Any, crops_begin: Any, crops_end: Any) -> None:
+    def __init__(self, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector) -> None:
         super().__init__()
         ops._require(block_shape=block_shape, crops_begin=crops_begin, crops_end=crops_end)
         p = shapes.resolve_batch_to_space(None, block_shape, crops_begin, crops_end).params
@@ -294,7 +303,7 @@ class BatchToSpace(torch.nn.Module):
         return _format(("block_shape", "crops_begin", "crops_end"), self)
 
 
-def _depth_params(op: str, mode: Any, block_size: Any, data_format: Any) -> Tuple[str, int, str]:
+def _depth_params(op: str, mode: Any, block_size: Any, data_format: Any) -> Tuple[Mode, int, DataFormat]:
     """The depth ops' parameters, normalised and checked by the operation's own rules (no shape yet)."""
     ops._require(mode=mode, block_size=block_size)
     resolve = shapes.resolve_space_to_depth if op == "space_to_depth" else shapes.resolve_depth_to_space

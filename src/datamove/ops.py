@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional, SupportsIndex, Tuple, cast, overload
 
 import numpy as np
 
 from . import arrays, engines, params, plans, recipes, shapes
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
+from .typing import ArrayT, DataFormat, Engine, IntVector, Mode, ScalarT
+
+if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
+    import torch
+    from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
@@ -30,7 +35,7 @@ def _refuse_masked(value: Any, name: str) -> None:
         raise TypeError(f"{name} is a masked array, whose mask the operation would not move: {hint}")
 
 
-def _as_array(data: Any) -> np.ndarray:
+def _as_array(data: Any) -> Any:
     if isinstance(data, np.ndarray):
         if type(data) is not np.ndarray:
             _refuse_masked(data, "data")
@@ -51,7 +56,7 @@ def _require(**values: Any) -> None:
             raise TypeError(f"{name} is required (None means 'unknown' only in datamove.shapes)")
 
 
-def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:
+def _check_out(out: Any, shape: Tuple[int, ...], dtype: np.dtype[Any]) -> None:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy.ndarray like data, got {type(out).__name__}")
     if out.shape != shape:
@@ -66,7 +71,7 @@ def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:
         _check_no_self_overlap(out)
 
 
-def _check_no_self_overlap(out: np.ndarray) -> None:
+def _check_no_self_overlap(out: np.ndarray[Any, Any]) -> None:
     """Refuse an ``out`` whose elements may overlap (a zero stride: ``np.broadcast_to``, ``as_strided``).
 
     Its axes, sorted by stride, must each step past everything the smaller
@@ -84,7 +89,7 @@ def _check_no_self_overlap(out: np.ndarray) -> None:
         span = stride * (size - 1) + span
 
 
-def _check_size(shape: tuple, dtype: Any) -> None:
+def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
     """An output no array can hold is a DataMoveError on every path (NumPy says ValueError, PyTorch RuntimeError)."""
     nbytes = math.prod(shape) * getattr(dtype, "itemsize", 1)
     if nbytes > INT64_MAX:
@@ -92,10 +97,13 @@ def _check_size(shape: tuple, dtype: Any) -> None:
                             "more than an array can hold (2**63 - 1)")
 
 
-def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = None, op: str = "", params: Any = None) -> np.ndarray:
+def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = None, op: str = "",
+         params: Any = None) -> Any:
     _check_size(plan.out_shape, getattr(data, "dtype", None))
     if engine == "array_api" or not isinstance(data, np.ndarray):
-        run = lambda d, o: arrays.run(op, params, plan, d, o, engine, _check_out)  # noqa: E731 - other libraries
+        def run(d: Any, o: Any) -> Any:  # other libraries
+            return arrays.run(op, params, plan, d, o, engine, _check_out)
+
         if recipe_key is not None and recipe_key[0] == "torch":
             return recipes.store_torch(recipe_key, op, params, plan, data, engine, run)(data, out, _check_out)
         return run(data, out)
@@ -116,7 +124,8 @@ def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = N
     return execute(plan, data, out)
 
 
-def _channels_last(function: Any, data: Any, mode: Any, block_size: Any, data_format: Any, out: Any, engine: Any) -> Any:
+def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_size: Any, data_format: Any, out: Any,
+                   engine: Any) -> Any:
     """A depth op on ``[N, D_1, ..., D_K, C]`` data: the channels-first op on views that move the last axis to 1.
 
     The result is allocated channels-last and written through such a view, so
@@ -133,7 +142,7 @@ def _channels_last(function: Any, data: Any, mode: Any, block_size: Any, data_fo
         raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
     _require(mode=mode, block_size=block_size)
     shape = tuple(data.shape)
-    out_shape = resolve(shape, mode, block_size, data_format).public()  # every rule, on the axes as given
+    out_shape = _static(resolve(shape, mode, block_size, data_format))  # every rule, on the axes as given
     rank = len(shape)
     first = (0, rank - 1, *range(1, rank - 1))  # channels-last -> channels-first, as a view
     if library == "numpy":
@@ -173,10 +182,36 @@ def _library(data: Any) -> str:
 
 
 def _grad_enabled() -> bool:
-    return sys.modules["torch"].is_grad_enabled()
+    return bool(sys.modules["torch"].is_grad_enabled())
 
 
-def batch_to_space(data, block_shape, crops_begin, crops_end, *, out=None, engine="auto"):
+def _static(resolved: shapes.Resolved) -> Tuple[int, ...]:
+    """The output shape of a concrete input: every dim a plain int."""
+    return cast(Tuple[int, ...], resolved.public())
+
+
+@overload
+def batch_to_space(data: NDArray[ScalarT], block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
+                   *, out: Optional[NDArray[ScalarT]] = None, engine: Engine = "auto") -> NDArray[ScalarT]: ...
+
+
+@overload
+def batch_to_space(data: torch.Tensor, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
+                   *, out: Optional[torch.Tensor] = None, engine: Engine = "auto") -> torch.Tensor: ...
+
+
+@overload
+def batch_to_space(data: ArrayT, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
+                   *, out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT: ...
+
+
+@overload
+def batch_to_space(data: ArrayLike, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
+                   *, out: Optional[NDArray[Any]] = None, engine: Engine = "auto") -> NDArray[Any]: ...
+
+
+def batch_to_space(data: Any, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
+                   *, out: Any = None, engine: Engine = "auto") -> Any:
     """BatchToSpace-2: move blocks of the batch axis into the spatial axes, then crop.
 
     Parameters
@@ -235,11 +270,32 @@ def batch_to_space(data, block_shape, crops_begin, crops_end, *, out=None, engin
     data = _as_array(data)
     resolved = shapes.resolve_batch_to_space(data.shape, block_shape, crops_begin, crops_end)
     p = resolved.params
-    plan = plans.batch_to_space(data.shape, resolved.public(), p["block_shape"], p["crops_begin"], p["crops_end"])
+    plan = plans.batch_to_space(data.shape, _static(resolved), p["block_shape"], p["crops_begin"], p["crops_end"])
     return _run(plan, data, out, engine, recipe_key, "batch_to_space", p)
 
 
-def space_to_batch(data, block_shape, pads_begin, pads_end, *, out=None, engine="auto"):
+@overload
+def space_to_batch(data: NDArray[ScalarT], block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
+                   *, out: Optional[NDArray[ScalarT]] = None, engine: Engine = "auto") -> NDArray[ScalarT]: ...
+
+
+@overload
+def space_to_batch(data: torch.Tensor, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
+                   *, out: Optional[torch.Tensor] = None, engine: Engine = "auto") -> torch.Tensor: ...
+
+
+@overload
+def space_to_batch(data: ArrayT, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
+                   *, out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT: ...
+
+
+@overload
+def space_to_batch(data: ArrayLike, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
+                   *, out: Optional[NDArray[Any]] = None, engine: Engine = "auto") -> NDArray[Any]: ...
+
+
+def space_to_batch(data: Any, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
+                   *, out: Any = None, engine: Engine = "auto") -> Any:
     """SpaceToBatch-2: zero-pad the spatial axes, then move blocks of them into the batch axis.
 
     Parameters
@@ -277,11 +333,36 @@ def space_to_batch(data, block_shape, pads_begin, pads_end, *, out=None, engine=
     data = _as_array(data)
     resolved = shapes.resolve_space_to_batch(data.shape, block_shape, pads_begin, pads_end)
     p = resolved.params
-    plan = plans.space_to_batch(data.shape, resolved.public(), p["block_shape"], p["pads_begin"], p["pads_end"])
+    plan = plans.space_to_batch(data.shape, _static(resolved), p["block_shape"], p["pads_begin"], p["pads_end"])
     return _run(plan, data, out, engine, recipe_key, "space_to_batch", p)
 
 
-def space_to_depth(data, mode, block_size=1, *, data_format="channels_first", out=None, engine="auto"):
+@overload
+def space_to_depth(data: NDArray[ScalarT], mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first",
+                   out: Optional[NDArray[ScalarT]] = None, engine: Engine = "auto") -> NDArray[ScalarT]: ...
+
+
+@overload
+def space_to_depth(data: torch.Tensor, mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first",
+                   out: Optional[torch.Tensor] = None, engine: Engine = "auto") -> torch.Tensor: ...
+
+
+@overload
+def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first",
+                   out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT: ...
+
+
+@overload
+def space_to_depth(data: ArrayLike, mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first",
+                   out: Optional[NDArray[Any]] = None, engine: Engine = "auto") -> NDArray[Any]: ...
+
+
+def space_to_depth(data: Any, mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first", out: Any = None, engine: Engine = "auto") -> Any:
     """SpaceToDepth-1: move ``block_size``-blocks of every spatial axis into the depth axis.
 
     Parameters
@@ -328,6 +409,7 @@ def space_to_depth(data, mode, block_size=1, *, data_format="channels_first", ou
     """
     if data_format != "channels_first":
         return _channels_last(space_to_depth, data, mode, block_size, data_format, out, engine)
+    recipe_key: Optional[Hashable]
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
     elif arrays.compiling(data):  # traced by torch.compile: the custom op, one node of the graph
@@ -341,11 +423,36 @@ def space_to_depth(data, mode, block_size=1, *, data_format="channels_first", ou
     data = _as_array(data)
     resolved = shapes.resolve_space_to_depth(data.shape, mode, block_size)
     p = resolved.params
-    plan = plans.space_to_depth(data.shape, resolved.public(), p["mode"], p["block_size"])
+    plan = plans.space_to_depth(data.shape, _static(resolved), p["mode"], p["block_size"])
     return _run(plan, data, out, engine, recipe_key, "space_to_depth", p)
 
 
-def depth_to_space(data, mode, block_size=1, *, data_format="channels_first", out=None, engine="auto"):
+@overload
+def depth_to_space(data: NDArray[ScalarT], mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first",
+                   out: Optional[NDArray[ScalarT]] = None, engine: Engine = "auto") -> NDArray[ScalarT]: ...
+
+
+@overload
+def depth_to_space(data: torch.Tensor, mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first",
+                   out: Optional[torch.Tensor] = None, engine: Engine = "auto") -> torch.Tensor: ...
+
+
+@overload
+def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first",
+                   out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT: ...
+
+
+@overload
+def depth_to_space(data: ArrayLike, mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first",
+                   out: Optional[NDArray[Any]] = None, engine: Engine = "auto") -> NDArray[Any]: ...
+
+
+def depth_to_space(data: Any, mode: Mode, block_size: SupportsIndex = 1,
+                   *, data_format: DataFormat = "channels_first", out: Any = None, engine: Engine = "auto") -> Any:
     """DepthToSpace-1: move blocks of the depth axis into every spatial axis.
 
     The inverse of :func:`space_to_depth` with the same mode and block size.
@@ -379,6 +486,7 @@ def depth_to_space(data, mode, block_size=1, *, data_format="channels_first", ou
     """
     if data_format != "channels_first":
         return _channels_last(depth_to_space, data, mode, block_size, data_format, out, engine)
+    recipe_key: Optional[Hashable]
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
     elif arrays.compiling(data):  # traced by torch.compile: the custom op, one node of the graph
@@ -392,5 +500,5 @@ def depth_to_space(data, mode, block_size=1, *, data_format="channels_first", ou
     data = _as_array(data)
     resolved = shapes.resolve_depth_to_space(data.shape, mode, block_size)
     p = resolved.params
-    plan = plans.depth_to_space(data.shape, resolved.public(), p["mode"], p["block_size"])
+    plan = plans.depth_to_space(data.shape, _static(resolved), p["mode"], p["block_size"])
     return _run(plan, data, out, engine, recipe_key, "depth_to_space", p)

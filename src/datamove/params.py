@@ -13,18 +13,19 @@ rules and their messages exist once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional, Tuple
+from typing import Optional, SupportsIndex, Tuple, get_args, overload
 
 from .dims import INT64_MAX, _index
 from .errors import DataMoveError, brief, number
+from .typing import DataFormat, Mode
 
 __all__ = ["MODES", "DATA_FORMATS", "int_vector", "int_scalar", "mode_arg", "data_format_arg"]
 
-#: The two modes of SpaceToDepth-1 / DepthToSpace-1.
-MODES = ("blocks_first", "depth_first")
+#: The two modes of SpaceToDepth-1 / DepthToSpace-1 (:data:`datamove.typing.Mode`'s values).
+MODES: Tuple[Mode, ...] = get_args(Mode)
 
 #: Where the depth ops find the channels: ``[N, C, D_1, ...]`` (the spec's) or ``[N, D_1, ..., C]``.
-DATA_FORMATS = ("channels_first", "channels_last")
+DATA_FORMATS: Tuple[DataFormat, ...] = get_args(DataFormat)
 
 # Other frameworks' names for the modes, to point users at ours.
 _MODE_ALIASES = {"DCR": "blocks_first", "CRD": "depth_first"}
@@ -98,6 +99,18 @@ def _too_long(name: str, length: int, rank: int) -> None:
     raise DataMoveError(f"{name} must have one entry per data axis: len({name}) = {length}, data rank = {rank}")
 
 
+@overload
+def int_scalar(value: None, name: str) -> None: ...
+
+
+@overload
+def int_scalar(value: SupportsIndex, name: str) -> int: ...
+
+
+@overload
+def int_scalar(value: object, name: str) -> Optional[int]: ...
+
+
 def int_scalar(value: object, name: str) -> Optional[int]:
     """An integer attribute (``block_size``) as a Python int; ``None`` stays ``None``."""
     if value is None:
@@ -105,7 +118,7 @@ def int_scalar(value: object, name: str) -> Optional[int]:
     return _check_range(_index(value, name), name)
 
 
-def mode_arg(mode: object) -> Optional[str]:
+def mode_arg(mode: object) -> Optional[Mode]:
     """Validate ``mode``: ``"blocks_first"`` or ``"depth_first"`` (``None``: unknown)."""
     if mode is None:
         return None
@@ -126,14 +139,16 @@ _FORMAT_ALIASES = {"NCHW": "channels_first", "NCDHW": "channels_first", "NCW": "
                    "NHWC": "channels_last", "NDHWC": "channels_last", "NWC": "channels_last"}
 
 
-def data_format_arg(data_format: object) -> str:
+def data_format_arg(data_format: object) -> DataFormat:
     """Validate ``data_format``: ``"channels_first"`` or ``"channels_last"``.
 
     >>> data_format_arg("channels_last")
     'channels_last'
     """
-    if data_format == "channels_first" or data_format == "channels_last":
-        return data_format  # type: ignore[return-value]
+    if data_format == "channels_first":
+        return "channels_first"
+    if data_format == "channels_last":
+        return "channels_last"
     if not isinstance(data_format, str):
         raise TypeError(f"data_format must be a string, 'channels_first' or 'channels_last', got "
                         f"{type(data_format).__name__} {brief(data_format)}")

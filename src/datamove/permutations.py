@@ -16,18 +16,25 @@ True
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal, SupportsIndex
+
 import numpy as np
 
 from .errors import DataMoveError, brief, number
 from .params import int_scalar, mode_arg
+from .typing import Mode
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 __all__ = ["channel_permutation"]
 
 _OPS = ("depth_to_space", "space_to_depth")
 
 
-def channel_permutation(op: str, channels: int, block_size: int, spatial_rank: int = 2, *,
-                        from_mode: str, to_mode: str) -> np.ndarray:
+def channel_permutation(op: Literal["depth_to_space", "space_to_depth"], channels: SupportsIndex,
+                        block_size: SupportsIndex, spatial_rank: SupportsIndex = 2, *,
+                        from_mode: Mode, to_mode: Mode) -> NDArray[np.int64]:
     """The channel order that turns ``op`` in ``from_mode`` into ``op`` in ``to_mode``.
 
     Parameters
@@ -88,26 +95,27 @@ def channel_permutation(op: str, channels: int, block_size: int, spatial_rank: i
     for name, value in values.items():
         if value is None:
             raise TypeError(f"{name} is required, got None")
-    channels, size, rank = (int_scalar(values[name], name) for name in ("channels", "block_size", "spatial_rank"))
+    channels, size, rank = (int_scalar(channels, "channels"), int_scalar(block_size, "block_size"),
+                            int_scalar(spatial_rank, "spatial_rank"))
     from_mode, to_mode = _mode(from_mode, "from_mode"), _mode(to_mode, "to_mode")
-    if size < 1:  # type: ignore[operator]
+    if size < 1:
         raise DataMoveError(f"block_size must be >= 1, got {size}")
-    if rank < 1:  # type: ignore[operator]
+    if rank < 1:
         raise DataMoveError(f"spatial_rank must be >= 1 (the data's rank minus 2), got {rank}")
-    if channels < 0:  # type: ignore[operator]
+    if channels < 0:
         raise DataMoveError(f"channels must be >= 0, got {channels}")
-    if channels > np.iinfo(np.intp).max // 8:  # type: ignore[operator]
+    if channels > np.iinfo(np.intp).max // 8:
         raise DataMoveError(f"channels = {channels} is too many: an int64 array of that length exceeds the address space")
-    if size > 1 and rank >= channels.bit_length():  # type: ignore[operator,union-attr]
+    if size > 1 and rank >= channels.bit_length():
         # block_size ** spatial_rank >= 2 ** spatial_rank > channels: not computed (spatial_rank may be 2 ** 62)
         if channels:
             raise DataMoveError(f"channels = {channels} is not divisible by block_size ** spatial_rank = "
                                 f"{size} ** {rank} (which exceeds channels)")
         return np.empty(0, np.int64)
-    blocks = size ** rank  # type: ignore[operator]  # spatial_rank <= 63 here
-    if channels % blocks:  # type: ignore[operator]
+    blocks = size ** rank  # spatial_rank <= 63 here
+    if channels % blocks:
         raise DataMoveError(f"channels = {channels} is not divisible by block_size ** spatial_rank = {number(blocks)}")
-    depth = channels // blocks  # type: ignore[operator]
+    depth = channels // blocks
     # channel index = b * depth + c (blocks_first) or c * blocks + b (depth_first): b the block, c the channel
     index = np.arange(channels, dtype=np.int64)
     in_blocks_first = index.reshape(blocks, depth)  # [b, c] -> blocks_first index
@@ -120,10 +128,13 @@ def channel_permutation(op: str, channels: int, block_size: int, spatial_rank: i
     return permutation
 
 
-def _mode(value: object, name: str) -> str:
+def _mode(value: object, name: str) -> Mode:
     """:func:`datamove.params.mode_arg`, its message naming ``from_mode`` or ``to_mode``."""
     try:
-        return mode_arg(value)  # type: ignore[return-value]
+        mode = mode_arg(value)
     except (TypeError, DataMoveError) as exc:
         text = str(exc)
         raise type(exc)(name + text[len("mode"):] if text.startswith("mode") else text) from None
+    if mode is None:  # refused by the caller already
+        raise TypeError(f"{name} is required, got None")
+    return mode

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from functools import lru_cache
-from typing import List, NamedTuple, Sequence, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 __all__ = ["View", "Window", "Plan", "batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
@@ -115,7 +115,8 @@ def _batch_steps(block_shape: Sequence[int], batch: int) -> List[int]:
     return steps[::-1]
 
 
-def _space_batch_views(rank, batch, block_shape, region_pieces):
+def _space_batch_views(rank: int, batch: int, block_shape: Sequence[int],
+                       region_pieces: Sequence[Sequence[_Piece]]) -> Iterator[Tuple[View, View]]:
     """Views pairing the "space" tensor (S2B input, B2S output) with the "batch" tensor.
 
     ``region_pieces[i - 1]`` splits the positions ``f = d * B_i + b`` of axis
@@ -140,7 +141,8 @@ def _space_batch_views(rank, batch, block_shape, region_pieces):
         yield View(tuple(space_start), tuple(space_dims)), View(tuple(batch_start), tuple(batch_dims))
 
 
-def _windows(rank, batch, block_shape, region_pieces, last_lo, last_hi, last_count, space):
+def _windows(rank: int, batch: int, block_shape: Sequence[int], region_pieces: Sequence[Sequence[_Piece]],
+             last_lo: int, last_hi: int, last_count: int, space: str) -> Tuple[Window, ...]:
     """Windows: the pieces of every axis but the last, times the last axis's whole blocks.
 
     ``last_count`` whole blocks of the last axis, positions ``[last_lo, last_hi)`` kept.
@@ -158,7 +160,8 @@ def _windows(rank, batch, block_shape, region_pieces, last_lo, last_hi, last_cou
 
 
 @lru_cache(maxsize=256)
-def batch_to_space(data_shape, out_shape, block_shape, crops_begin, crops_end) -> Plan:
+def batch_to_space(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], block_shape: Tuple[int, ...],
+                   crops_begin: Tuple[int, ...], crops_end: Tuple[int, ...]) -> Plan:
     """Plan of BatchToSpace-2: ``out[n, d*B + b - CB]`` comes from ``data[(b, n), d]``, cropped.
 
     >>> p = batch_to_space((4, 1), (1, 2), (1, 4), (0, 1), (0, 1))
@@ -180,7 +183,8 @@ def batch_to_space(data_shape, out_shape, block_shape, crops_begin, crops_end) -
 
 
 @lru_cache(maxsize=256)
-def space_to_batch(data_shape, out_shape, block_shape, pads_begin, pads_end) -> Plan:
+def space_to_batch(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], block_shape: Tuple[int, ...],
+                   pads_begin: Tuple[int, ...], pads_end: Tuple[int, ...]) -> Plan:
     """Plan of SpaceToBatch-2: ``out[(b, n), q]`` is ``data[n, q*B + b - PB]``, or 0 in the padding.
 
     >>> p = space_to_batch((1, 2), (3, 1), (1, 3), (0, 1), (0, 0))
@@ -227,7 +231,8 @@ def space_to_batch(data_shape, out_shape, block_shape, pads_begin, pads_end) -> 
     return Plan(tuple(out_shape), copies, tuple(fills), windows, window_fills)
 
 
-def _depth_views(space_shape, depth_shape, mode, block_size):
+def _depth_views(space_shape: Tuple[int, ...], depth_shape: Tuple[int, ...], mode: str,
+                 block_size: int) -> Optional[Tuple[View, View]]:
     """``(space_view, depth_view)`` for SpaceToDepth (space = input) / DepthToSpace (space = output).
 
     The depth axis splits as ``(b_1, ..., b_K, c)`` for blocks_first and
@@ -242,14 +247,14 @@ def _depth_views(space_shape, depth_shape, mode, block_size):
     block_steps = [block_size ** (spatial - 1 - k) for k in range(spatial)]
     if mode == "blocks_first":
         channel_step, block_steps = 1, [s * channels for s in block_steps]
-        order = list(range(spatial)) + ["c"]
+        order: List[Union[int, str]] = [*range(spatial), "c"]
     else:
         channel_step = block_size**spatial
-        order = ["c"] + list(range(spatial))
+        order = ["c", *range(spatial)]
     space_dims = [(0, space_shape[0], 1)]
     depth_dims = [(0, space_shape[0], 1)]
     for k in order:
-        if k == "c":
+        if isinstance(k, str):  # "c", the channel
             space_dims.append((1, channels, 1))
             depth_dims.append((1, channels, channel_step))
         else:
@@ -262,14 +267,14 @@ def _depth_views(space_shape, depth_shape, mode, block_size):
 
 
 @lru_cache(maxsize=256)
-def space_to_depth(data_shape, out_shape, mode, block_size) -> Plan:
+def space_to_depth(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], mode: str, block_size: int) -> Plan:
     """Plan of SpaceToDepth-1: one copy, input split ``D_i -> (q_i, b_i)``, output depth split by mode."""
     views = _depth_views(data_shape, out_shape, mode, block_size)
     return Plan(tuple(out_shape), () if views is None else (views,), ())
 
 
 @lru_cache(maxsize=256)
-def depth_to_space(data_shape, out_shape, mode, block_size) -> Plan:
+def depth_to_space(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], mode: str, block_size: int) -> Plan:
     """Plan of DepthToSpace-1: the inverse of :func:`space_to_depth`, same views swapped."""
     views = _depth_views(out_shape, data_shape, mode, block_size)
     return Plan(tuple(out_shape), () if views is None else ((views[1], views[0]),), ())

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, SupportsIndex, Tuple
 
-from .dims import INT64_MAX, Dim, DimLike, Interval, as_interval, format_dim, format_shape, to_dim
+from .dims import INT64_MAX, Dim, Interval, as_interval, format_dim, format_shape, to_dim
 from .errors import DataMoveError, brief, number
 from .params import data_format_arg, int_scalar, int_vector, mode_arg
+from .typing import DataFormat, IntVector, Mode, Shape, ShapeLike
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space", "Dim"]
 
-Shape = Optional[Tuple[DimLike, ...]]
 _UNKNOWN: Interval = (0, None)
 
 
@@ -38,7 +38,7 @@ class Resolved(NamedTuple):
     """An inferred output shape (as intervals) with the normalised parameters."""
 
     shape: Optional[Tuple[Interval, ...]]
-    params: Dict[str, object]
+    params: Dict[str, Any]  # the normalised parameters, by name (tuples of ints, an int, a mode, or None)
 
     def public(self) -> Shape:
         return None if self.shape is None else tuple(to_dim(d) for d in self.shape)
@@ -174,7 +174,8 @@ def _crop(d: Interval, c: int, what: str, crops: str) -> Interval:
 # ----------------------------------------------------------------- BatchToSpace-2
 
 
-def resolve_batch_to_space(data_shape, block_shape, crops_begin, crops_end) -> Resolved:
+def resolve_batch_to_space(data_shape: ShapeLike, block_shape: Optional[IntVector], crops_begin: Optional[IntVector],
+                           crops_end: Optional[IntVector]) -> Resolved:
     shape = _data_shape(data_shape, 2, "batch_to_space")
     rank = None if shape is None else len(shape)
     block = int_vector(block_shape, "block_shape", rank)
@@ -208,7 +209,8 @@ def resolve_batch_to_space(data_shape, block_shape, crops_begin, crops_end) -> R
     return Resolved(tuple(out), params)
 
 
-def batch_to_space(data_shape, block_shape, crops_begin, crops_end) -> Shape:
+def batch_to_space(data_shape: ShapeLike, block_shape: Optional[IntVector], crops_begin: Optional[IntVector],
+                   crops_end: Optional[IntVector]) -> Shape:
     """Output shape of BatchToSpace-2.
 
     ``[batch / prod(block_shape), D_i * block_shape[i] - crops_begin[i] - crops_end[i], ...]``
@@ -246,7 +248,8 @@ def batch_to_space(data_shape, block_shape, crops_begin, crops_end) -> Shape:
 # ----------------------------------------------------------------- SpaceToBatch-2
 
 
-def resolve_space_to_batch(data_shape, block_shape, pads_begin, pads_end) -> Resolved:
+def resolve_space_to_batch(data_shape: ShapeLike, block_shape: Optional[IntVector], pads_begin: Optional[IntVector],
+                           pads_end: Optional[IntVector]) -> Resolved:
     shape = _data_shape(data_shape, 2, "space_to_batch")
     rank = None if shape is None else len(shape)
     block = int_vector(block_shape, "block_shape", rank)
@@ -274,7 +277,8 @@ def resolve_space_to_batch(data_shape, block_shape, pads_begin, pads_end) -> Res
     return Resolved(tuple(out), params)
 
 
-def space_to_batch(data_shape, block_shape, pads_begin, pads_end) -> Shape:
+def space_to_batch(data_shape: ShapeLike, block_shape: Optional[IntVector], pads_begin: Optional[IntVector],
+                   pads_end: Optional[IntVector]) -> Shape:
     """Output shape of SpaceToBatch-2.
 
     ``[batch * prod(block_shape), (D_i + pads_begin[i] + pads_end[i]) / block_shape[i], ...]``
@@ -300,7 +304,8 @@ def space_to_batch(data_shape, block_shape, pads_begin, pads_end) -> Shape:
 # ----------------------------------------------------------------- SpaceToDepth-1 / DepthToSpace-1
 
 
-def _depth_common(op, data_shape, mode, block_size):
+def _depth_common(op: str, data_shape: object, mode: object,
+                  block_size: object) -> Tuple[Optional[Tuple[Interval, ...]], Dict[str, Any]]:
     shape = _data_shape(data_shape, 3, op)
     mode = mode_arg(mode)
     size = int_scalar(block_size, "block_size")
@@ -321,7 +326,8 @@ def _depth_axes(rank: int, data_format: str) -> Tuple[int, range]:
     return 1, range(2, rank)
 
 
-def resolve_space_to_depth(data_shape, mode, block_size=1, data_format="channels_first") -> Resolved:
+def resolve_space_to_depth(data_shape: ShapeLike, mode: Optional[Mode], block_size: Optional[SupportsIndex] = 1,
+                           data_format: DataFormat = "channels_first") -> Resolved:
     data_format = data_format_arg(data_format)
     shape, params = _depth_common("space_to_depth", data_shape, mode, block_size)
     size = params["block_size"]
@@ -338,7 +344,8 @@ def resolve_space_to_depth(data_shape, mode, block_size=1, data_format="channels
     return Resolved(tuple(out), params)
 
 
-def space_to_depth(data_shape, mode, block_size=1, data_format="channels_first") -> Shape:
+def space_to_depth(data_shape: ShapeLike, mode: Optional[Mode], block_size: Optional[SupportsIndex] = 1,
+                   data_format: DataFormat = "channels_first") -> Shape:
     """Output shape of SpaceToDepth-1: ``[N, C * block_size ** K, D_1 / block_size, ...]``.
 
     Parameters
@@ -364,7 +371,8 @@ def space_to_depth(data_shape, mode, block_size=1, data_format="channels_first")
     return resolve_space_to_depth(data_shape, mode, block_size, data_format).public()
 
 
-def resolve_depth_to_space(data_shape, mode, block_size=1, data_format="channels_first") -> Resolved:
+def resolve_depth_to_space(data_shape: ShapeLike, mode: Optional[Mode], block_size: Optional[SupportsIndex] = 1,
+                           data_format: DataFormat = "channels_first") -> Resolved:
     data_format = data_format_arg(data_format)
     shape, params = _depth_common("depth_to_space", data_shape, mode, block_size)
     size = params["block_size"]
@@ -381,7 +389,8 @@ def resolve_depth_to_space(data_shape, mode, block_size=1, data_format="channels
     return Resolved(tuple(out), params)
 
 
-def depth_to_space(data_shape, mode, block_size=1, data_format="channels_first") -> Shape:
+def depth_to_space(data_shape: ShapeLike, mode: Optional[Mode], block_size: Optional[SupportsIndex] = 1,
+                   data_format: DataFormat = "channels_first") -> Shape:
     """Output shape of DepthToSpace-1: ``[N, C / block_size ** K, D_1 * block_size, ...]``.
 
     Parameters

@@ -11,7 +11,7 @@ lazy Dask array stays lazy; their reshape/transpose goes through
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -55,7 +55,7 @@ def positive_int(value: Any, name: str, minimum: int = 1, why: str = "") -> int:
     """An integer argument ``>= minimum``: bools and floats raise TypeError, smaller values DataMoveError."""
     from ..errors import DataMoveError
 
-    result = int_scalar(value, name)
+    result: Optional[int] = int_scalar(value, name)
     if result is None:
         raise TypeError(f"{name} must be an integer, got None")
     if result < minimum:

@@ -15,19 +15,24 @@ CRD. Here each raises :class:`~datamove.DataMoveError`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Dict, SupportsIndex, Tuple, overload
 
 from .. import ops
 from ..errors import DataMoveError
+from ..typing import ArrayT, Mode, OnnxMode, ScalarT
 from ._common import as_array, positive_int, shape_of
+
+if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
+    import torch
+    from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["space_to_depth", "depth_to_space", "MODES"]
 
 #: ONNX DepthToSpace mode -> the core op's mode.
-MODES = {"DCR": "blocks_first", "CRD": "depth_first"}
+MODES: Dict[OnnxMode, Mode] = {"DCR": "blocks_first", "CRD": "depth_first"}
 
 
-def _args(input: Any, blocksize: Any):
+def _args(input: Any, blocksize: Any) -> Tuple[Any, Tuple[int, ...], int]:
     size = positive_int(blocksize, "blocksize", 1, " (ONNX: blocksize must be positive)")
     data = as_array(input)
     shape = shape_of(data)
@@ -36,7 +41,7 @@ def _args(input: Any, blocksize: Any):
     return data, shape, size
 
 
-def _mode(mode: Any) -> str:
+def _mode(mode: Any) -> Mode:
     if not isinstance(mode, str):
         raise TypeError(f"mode must be a string, 'DCR' or 'CRD', got {type(mode).__name__} {mode!r}")
     if mode not in MODES:
@@ -49,7 +54,23 @@ def _mode(mode: Any) -> str:
     return MODES[mode]
 
 
-def space_to_depth(input: Any, blocksize: Any, mode: str = "DCR") -> Any:
+@overload
+def space_to_depth(input: NDArray[ScalarT], blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> NDArray[ScalarT]: ...
+
+
+@overload
+def space_to_depth(input: torch.Tensor, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> torch.Tensor: ...
+
+
+@overload
+def space_to_depth(input: ArrayT, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> ArrayT: ...
+
+
+@overload
+def space_to_depth(input: ArrayLike, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> NDArray[Any]: ...
+
+
+def space_to_depth(input: Any, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> Any:
     """ONNX ``SpaceToDepth``: move ``blocksize`` x ``blocksize`` blocks of H, W into the channels.
 
     Parameters
@@ -110,7 +131,23 @@ def space_to_depth(input: Any, blocksize: Any, mode: str = "DCR") -> Any:
     return ops.space_to_depth(data, core_mode, size)
 
 
-def depth_to_space(input: Any, blocksize: Any, mode: str = "DCR") -> Any:
+@overload
+def depth_to_space(input: NDArray[ScalarT], blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> NDArray[ScalarT]: ...
+
+
+@overload
+def depth_to_space(input: torch.Tensor, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> torch.Tensor: ...
+
+
+@overload
+def depth_to_space(input: ArrayT, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> ArrayT: ...
+
+
+@overload
+def depth_to_space(input: ArrayLike, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> NDArray[Any]: ...
+
+
+def depth_to_space(input: Any, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> Any:
     """ONNX ``DepthToSpace``: move blocks of the channels into ``blocksize`` x ``blocksize`` spatial blocks.
 
     Parameters

@@ -22,18 +22,23 @@ values.
 from __future__ import annotations
 
 import operator
-from typing import Any, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, SupportsIndex, Tuple, Union, overload
 
 import numpy as np
 
 from .. import ops
 from ..errors import DataMoveError
 from ..params import int_vector
+from ..typing import ArrayT, IntPairs, IntVector, ScalarT, TensorFlowDataFormat
 from ._common import as_array, positive_int, product, reshape, shape_of
+
+if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
+    import torch
+    from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
-DATA_FORMATS = ("NHWC", "NCHW")
+DATA_FORMATS: Tuple[TensorFlowDataFormat, ...] = ("NHWC", "NCHW")
 
 
 def _is_scalar(value: Any) -> bool:
@@ -71,13 +76,16 @@ def _pairs(value: Any, name: str) -> Tuple[List[Tuple[int, int]], Tuple[int, ...
     pairs = []
     for i, row in enumerate(rows):
         items = int_vector(row, f"{name}[{i}]")
+        if items is None:
+            raise TypeError(f"{name}[{i}] must be a pair of integers [begin, end], got None")
         if len(items) != 2:
             return [], (len(rows), len(items))
         pairs.append((items[0], items[1]))
     return pairs, (len(rows), 2)
 
 
-def _nd_args(input: Any, block_shape: Any, pairs_arg: Any, pairs_name: str):
+def _nd_args(input: Any, block_shape: Any, pairs_arg: Any,
+             pairs_name: str) -> Tuple[Any, Tuple[int, ...], Tuple[int, ...], List[Tuple[int, int]]]:
     """Validate the ND ops' arguments; return (data, shape, block, pairs) with ``len(block) == M``."""
     data = as_array(input)
     shape = shape_of(data)
@@ -107,19 +115,38 @@ def _nd_args(input: Any, block_shape: Any, pairs_arg: Any, pairs_name: str):
     return data, shape, block, pairs
 
 
-def _core_vectors(rank: int, block, pairs):
+def _core_vectors(rank: int, block: Tuple[int, ...],
+                  pairs: List[Tuple[int, int]]) -> Tuple[List[int], List[int], List[int]]:
     """The core op's block_shape, begin and end: batch axis first, remaining dims last."""
     rest = [1] * (rank - 1 - len(block))
     zeros = [0] * (rank - 1 - len(block))
     return ([1, *block, *rest], [0, *(p[0] for p in pairs), *zeros], [0, *(p[1] for p in pairs), *zeros])
 
 
-def _with_two_axes(data: Any, shape: Tuple[int, ...]):
+def _with_two_axes(data: Any, shape: Tuple[int, ...]) -> Tuple[Any, bool]:
     # The core ops need rank >= 2; TensorFlow allows [batch] alone (M = 0).
     return (reshape(data, shape + (1,)), True) if len(shape) < 2 else (data, False)
 
 
-def batch_to_space(input: Any, block_shape: Any, crops: Any) -> Any:
+@overload
+def batch_to_space(input: NDArray[ScalarT], block_shape: Union[IntVector, SupportsIndex],
+                   crops: IntPairs) -> NDArray[ScalarT]: ...
+
+
+@overload
+def batch_to_space(input: torch.Tensor, block_shape: Union[IntVector, SupportsIndex],
+                   crops: IntPairs) -> torch.Tensor: ...
+
+
+@overload
+def batch_to_space(input: ArrayT, block_shape: Union[IntVector, SupportsIndex], crops: IntPairs) -> ArrayT: ...
+
+
+@overload
+def batch_to_space(input: ArrayLike, block_shape: Union[IntVector, SupportsIndex], crops: IntPairs) -> NDArray[Any]: ...
+
+
+def batch_to_space(input: Any, block_shape: Union[IntVector, SupportsIndex], crops: IntPairs) -> Any:
     """``tf.batch_to_space`` (BatchToSpaceND): move blocks of the batch into the M spatial dims, then crop.
 
     Parameters
@@ -194,7 +221,26 @@ def batch_to_space(input: Any, block_shape: Any, crops: Any) -> Any:
     return reshape(result, shape_of(result)[:1]) if flat else result
 
 
-def space_to_batch(input: Any, block_shape: Any, paddings: Any) -> Any:
+@overload
+def space_to_batch(input: NDArray[ScalarT], block_shape: Union[IntVector, SupportsIndex],
+                   paddings: IntPairs) -> NDArray[ScalarT]: ...
+
+
+@overload
+def space_to_batch(input: torch.Tensor, block_shape: Union[IntVector, SupportsIndex],
+                   paddings: IntPairs) -> torch.Tensor: ...
+
+
+@overload
+def space_to_batch(input: ArrayT, block_shape: Union[IntVector, SupportsIndex], paddings: IntPairs) -> ArrayT: ...
+
+
+@overload
+def space_to_batch(input: ArrayLike, block_shape: Union[IntVector, SupportsIndex],
+                   paddings: IntPairs) -> NDArray[Any]: ...
+
+
+def space_to_batch(input: Any, block_shape: Union[IntVector, SupportsIndex], paddings: IntPairs) -> Any:
     """``tf.space_to_batch`` (SpaceToBatchND): zero-pad the M spatial dims, then move blocks of them into the batch.
 
     Parameters
@@ -260,7 +306,7 @@ def space_to_batch(input: Any, block_shape: Any, paddings: Any) -> Any:
     return reshape(result, shape_of(result)[:1]) if flat else result
 
 
-def _format(data_format: Any) -> str:
+def _format(data_format: Any) -> TensorFlowDataFormat:
     if not isinstance(data_format, str):
         raise TypeError(f"data_format must be a string, 'NHWC' or 'NCHW', got {type(data_format).__name__} {data_format!r}")
     if data_format == "NCHW_VECT_C":
@@ -274,7 +320,8 @@ def _format(data_format: Any) -> str:
     return data_format
 
 
-def _depth_args(input: Any, block_size: Any, data_format: Any):
+def _depth_args(input: Any, block_size: Any,
+                data_format: Any) -> Tuple[Any, Tuple[int, ...], int, TensorFlowDataFormat]:
     data_format = _format(data_format)
     size = positive_int(block_size, "block_size", 2, " (TensorFlow's rule)")
     data = as_array(input)
@@ -284,12 +331,31 @@ def _depth_args(input: Any, block_size: Any, data_format: Any):
     return data, shape, size, data_format
 
 
-def _in_format(op, data: Any, size: int, data_format: str) -> Any:
+def _in_format(op: Callable[..., Any], data: Any, size: int, data_format: TensorFlowDataFormat) -> Any:
     """The core op in TensorFlow's data format: NHWC is the core's ``data_format="channels_last"``."""
     return op(data, "blocks_first", size, data_format="channels_last" if data_format == "NHWC" else "channels_first")
 
 
-def space_to_depth(input: Any, block_size: Any, data_format: str = "NHWC") -> Any:
+@overload
+def space_to_depth(input: NDArray[ScalarT], block_size: SupportsIndex,
+                   data_format: TensorFlowDataFormat = "NHWC") -> NDArray[ScalarT]: ...
+
+
+@overload
+def space_to_depth(input: torch.Tensor, block_size: SupportsIndex,
+                   data_format: TensorFlowDataFormat = "NHWC") -> torch.Tensor: ...
+
+
+@overload
+def space_to_depth(input: ArrayT, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> ArrayT: ...
+
+
+@overload
+def space_to_depth(input: ArrayLike, block_size: SupportsIndex,
+                   data_format: TensorFlowDataFormat = "NHWC") -> NDArray[Any]: ...
+
+
+def space_to_depth(input: Any, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> Any:
     """``tf.nn.space_to_depth``: move ``block_size`` x ``block_size`` blocks of H, W into the depth.
 
     Parameters
@@ -346,7 +412,26 @@ def space_to_depth(input: Any, block_size: Any, data_format: str = "NHWC") -> An
     return _in_format(ops.space_to_depth, data, size, data_format)
 
 
-def depth_to_space(input: Any, block_size: Any, data_format: str = "NHWC") -> Any:
+@overload
+def depth_to_space(input: NDArray[ScalarT], block_size: SupportsIndex,
+                   data_format: TensorFlowDataFormat = "NHWC") -> NDArray[ScalarT]: ...
+
+
+@overload
+def depth_to_space(input: torch.Tensor, block_size: SupportsIndex,
+                   data_format: TensorFlowDataFormat = "NHWC") -> torch.Tensor: ...
+
+
+@overload
+def depth_to_space(input: ArrayT, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> ArrayT: ...
+
+
+@overload
+def depth_to_space(input: ArrayLike, block_size: SupportsIndex,
+                   data_format: TensorFlowDataFormat = "NHWC") -> NDArray[Any]: ...
+
+
+def depth_to_space(input: Any, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> Any:
     """``tf.nn.depth_to_space``: move blocks of the depth into ``block_size`` x ``block_size`` spatial blocks.
 
     Parameters

@@ -13,16 +13,21 @@ shape is always ``(*, C·r², H/r, W/r)``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, SupportsIndex, Tuple, overload
 
 from .. import ops
 from ..errors import DataMoveError
+from ..typing import ArrayT, ScalarT
 from ._common import as_array, positive_int, product, reshape, shape_of
+
+if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
+    import torch
+    from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 
 
-def _args(input: Any, factor: Any, factor_name: str, function: str):
+def _args(input: Any, factor: Any, factor_name: str, function: str) -> Tuple[Any, Tuple[int, ...], int]:
     size = positive_int(factor, factor_name, 1, f" ({function} expects a positive {factor_name})")
     data = as_array(input)
     shape = shape_of(data)
@@ -33,7 +38,7 @@ def _args(input: Any, factor: Any, factor_name: str, function: str):
     return data, shape, size
 
 
-def _run(op, data: Any, shape, size: int) -> Any:
+def _run(op: Callable[..., Any], data: Any, shape: Tuple[int, ...], size: int) -> Any:
     lead = shape[:-3]
     if len(lead) == 1:
         return op(data, "depth_first", size)
@@ -41,7 +46,23 @@ def _run(op, data: Any, shape, size: int) -> Any:
     return reshape(result, lead + shape_of(result)[1:])
 
 
-def pixel_shuffle(input: Any, upscale_factor: Any) -> Any:
+@overload
+def pixel_shuffle(input: NDArray[ScalarT], upscale_factor: SupportsIndex) -> NDArray[ScalarT]: ...
+
+
+@overload
+def pixel_shuffle(input: torch.Tensor, upscale_factor: SupportsIndex) -> torch.Tensor: ...
+
+
+@overload
+def pixel_shuffle(input: ArrayT, upscale_factor: SupportsIndex) -> ArrayT: ...
+
+
+@overload
+def pixel_shuffle(input: ArrayLike, upscale_factor: SupportsIndex) -> NDArray[Any]: ...
+
+
+def pixel_shuffle(input: Any, upscale_factor: SupportsIndex) -> Any:
     """``torch.nn.functional.pixel_shuffle``: ``(*, C·r², H, W)`` -> ``(*, C, H·r, W·r)``.
 
     Parameters
@@ -90,7 +111,23 @@ def pixel_shuffle(input: Any, upscale_factor: Any) -> Any:
     return _run(ops.depth_to_space, data, shape, size)
 
 
-def pixel_unshuffle(input: Any, downscale_factor: Any) -> Any:
+@overload
+def pixel_unshuffle(input: NDArray[ScalarT], downscale_factor: SupportsIndex) -> NDArray[ScalarT]: ...
+
+
+@overload
+def pixel_unshuffle(input: torch.Tensor, downscale_factor: SupportsIndex) -> torch.Tensor: ...
+
+
+@overload
+def pixel_unshuffle(input: ArrayT, downscale_factor: SupportsIndex) -> ArrayT: ...
+
+
+@overload
+def pixel_unshuffle(input: ArrayLike, downscale_factor: SupportsIndex) -> NDArray[Any]: ...
+
+
+def pixel_unshuffle(input: Any, downscale_factor: SupportsIndex) -> Any:
     """``torch.nn.functional.pixel_unshuffle``: ``(*, C, H·r, W·r)`` -> ``(*, C·r², H, W)``.
 
     Parameters

@@ -15,9 +15,12 @@ module (no JIT), so the first large call of a process runs at full speed.
 from __future__ import annotations
 
 import importlib
-from typing import Callable, List
+from typing import TYPE_CHECKING, Any, Callable, List, Protocol, cast
 
 from ..errors import DataMoveError, brief
+
+if TYPE_CHECKING:
+    from ..plans import Plan
 
 __all__ = ["ENGINES", "NATIVE_MIN_BYTES", "select", "engines_for"]
 
@@ -32,12 +35,24 @@ _MODULES = {"numpy": "numpy_engine", "native": "native_engine", "array_api": "ar
 NATIVE_MIN_BYTES = 1 << 17
 
 
+#: An engine's ``execute(plan, data, out)``: writes ``plan`` applied to ``data`` into ``out``, returns ``out``.
+Execute = Callable[["Plan", Any, Any], Any]
+
+
+class _Engine(Protocol):
+    """What every engine module provides."""
+
+    def can_take(self, array: Any) -> bool: ...
+
+    def execute(self, plan: Plan, data: Any, out: Any) -> Any: ...
+
+
 def _wants_native(array: object) -> bool:
     return getattr(array, "nbytes", 0) >= NATIVE_MIN_BYTES and _module("native").can_take(array)
 
 
-def _module(name: str):
-    return importlib.import_module(f"{__name__}.{_MODULES[name]}")
+def _module(name: str) -> _Engine:
+    return cast(_Engine, importlib.import_module(f"{__name__}.{_MODULES[name]}"))
 
 
 def engines_for(array: object) -> List[str]:
@@ -45,7 +60,7 @@ def engines_for(array: object) -> List[str]:
     return [name for name in ENGINES if name in _MODULES and _module(name).can_take(array)]
 
 
-def select(engine: object, array: object) -> Callable:
+def select(engine: object, array: object) -> Execute:
     """The ``execute(plan, data, out)`` function of ``engine`` for ``array``."""
     if not isinstance(engine, str):
         raise TypeError(f"engine must be a string, got {type(engine).__name__} {brief(engine)}")

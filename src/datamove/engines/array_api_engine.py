@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 from ..errors import DataMoveError
 from . import torch_layout
@@ -52,7 +52,7 @@ def namespace(array: Any) -> Any:
     return array_api_compat.array_namespace(array)
 
 
-def can_take(array: object) -> bool:
+def can_take(array: Any) -> bool:
     """Whether ``array_api_compat`` knows a namespace for ``array``."""
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(array, numpy.ndarray):
@@ -109,7 +109,7 @@ def _pad(xp: Any, data: Any, pads_begin: Sequence[int], pads_end: Sequence[int])
     return x
 
 
-def _zeros(xp: Any, like: Any, shape: tuple, axis: int) -> Any:
+def _zeros(xp: Any, like: Any, shape: Tuple[int, ...], axis: int) -> Any:
     dask_array = sys.modules.get("dask.array")
     if dask_array is not None and isinstance(like, dask_array.Array):
         # The neighbour's chunks along the other axes: concat then needs no rechunk.
@@ -236,7 +236,7 @@ def _unaliased(xp: Any, result: Any, data: Any) -> Any:
             return result
     if type(result).__module__.startswith("array_api_strict"):
         inner, source = getattr(result, "_array", None), getattr(data, "_array", None)
-        if inner is None or source is None or numpy.may_share_memory(inner, source):
+        if inner is None or source is None or numpy is None or numpy.may_share_memory(inner, source):
             return xp.asarray(result, copy=True)
         return result
     return result  # JAX and Dask arrays are immutable: sharing is harmless

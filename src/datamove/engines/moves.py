@@ -31,7 +31,7 @@ the other dims are "outer", one index per program.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
 __all__ = ["Move", "move", "dims_of"]
 
@@ -69,7 +69,7 @@ class Move(NamedTuple):
     empty: bool  # nothing to do (a zero extent)
 
 
-def dims_of(op: str, params: dict, in_shape: Sequence[int], in_strides: Sequence[int],
+def dims_of(op: str, params: Dict[str, Any], in_shape: Sequence[int], in_strides: Sequence[int],
             out_shape: Sequence[int], out_strides: Sequence[int]) -> Tuple[List[Dim], List[Tuple[int, int]], int, int, bool]:
     """The op's index space before coalescing: ``(dims, conditions, src0, dst0, fill)``.
 
@@ -150,7 +150,7 @@ def _word(itemsize: int, alignment: int) -> int:
     return 1  # pragma: no cover - 1 divides everything
 
 
-def move(op: str, params: dict, in_shape: Sequence[int], in_strides: Sequence[int],
+def move(op: str, params: Dict[str, Any], in_shape: Sequence[int], in_strides: Sequence[int],
          out_shape: Sequence[int], out_strides: Sequence[int], itemsize: int, alignment: int = 16) -> Move:
     """The op as one :class:`Move` on arrays of these shapes and strides (in items).
 

@@ -23,7 +23,8 @@ Outputs of :data:`STREAM_BYTES` or more are written with non-temporal stores
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from types import ModuleType
+from typing import Any, Dict, Hashable, List, Optional, Sequence
 
 import numpy as np
 
@@ -35,10 +36,10 @@ from .strided import _address, lower, lower_fill, lower_window
 __all__ = ["execute", "can_take", "core", "STREAM_BYTES", "program"]
 
 
-_native = None
+_native: Optional[ModuleType] = None
 
 
-def core():
+def core() -> ModuleType:
     """The extension module, loaded on the first call that needs it; a clear ImportError when it is missing."""
     global _native, STREAM_BYTES
     if _native is not None:
@@ -64,7 +65,7 @@ _PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "fill": 4
 #: Measured on the 2-core machine (32 MiB L3): S2D with ``out=`` at 32 MiB is
 #: 0.82x the copy floor with plain stores, 0.67x streamed; at 8 MiB 0.80x
 #: plain but 2.1x streamed (the output would have stayed in cache).
-STREAM_BYTES = None  # set when the core loads
+STREAM_BYTES: Optional[int] = None  # set when the core loads
 
 # A nest whose rows are fewer than this has its innermost loop cut into
 # chunks of _CHUNK_WORDS, so the threads can share it.
@@ -113,7 +114,8 @@ def _step(pattern: str, word: int, block: int, lo: int, hi: int, src_start: int,
     return [_PATTERNS[pattern], word, block, lo, hi, src_start, dst_start, len(loops)] + [x for l in loops for x in l]
 
 
-def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int, loops) -> List[List[int]]:
+def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int,
+           loops: Sequence[Sequence[int]]) -> List[List[int]]:
     """The steps of a nest, its innermost loop cut into chunks when the rows are too few to share."""
     loops = [list(l) for l in loops]
     rows = 1
@@ -132,7 +134,7 @@ def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int, 
     return steps
 
 
-def _windowed(plan: Plan, data: np.ndarray, out: np.ndarray):
+def _windowed(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> Optional[List[List[int]]]:
     """The steps of ``plan.windows`` and ``plan.window_fills``, or None if a window cannot be lowered."""
     steps = []
     for window in plan.windows:
@@ -141,8 +143,8 @@ def _windowed(plan: Plan, data: np.ndarray, out: np.ndarray):
             return None
         steps.append(_step(nest.pattern, nest.word, nest.block, nest.lo, nest.hi, nest.src_start, nest.dst_start, nest.loops))
     for view in plan.window_fills:
-        nest = lower_fill(out, view, widest=16)
-        steps += _split("fill", nest.word, 0, 0, nest.dst_start, nest.loops)
+        fill = lower_fill(out, view, widest=16)
+        steps += _split("fill", fill.word, 0, 0, fill.dst_start, fill.loops)
     return steps
 
 
@@ -159,11 +161,11 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray) -> bytes:
     if steps is None:
         steps = []
         for src, dst in plan.copies:
-            nest = lower(data, out, src, dst, widest=16)
-            steps += _split(nest.pattern, nest.word, nest.block, nest.src_start, nest.dst_start, nest.loops)
+            copy = lower(data, out, src, dst, widest=16)
+            steps += _split(copy.pattern, copy.word, copy.block, copy.src_start, copy.dst_start, copy.loops)
         for view in plan.fills:
-            nest = lower_fill(out, view, widest=16)
-            steps += _split("fill", nest.word, 0, 0, nest.dst_start, nest.loops)
+            fill = lower_fill(out, view, widest=16)
+            steps += _split("fill", fill.word, 0, 0, fill.dst_start, fill.loops)
     found = np.array([len(steps)] + [x for s in steps for x in s], dtype=np.int64).tobytes()
     _PROGRAMS[key] = found
     if len(_PROGRAMS) > _MAX_PROGRAMS:
@@ -174,7 +176,7 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray) -> bytes:
     return found
 
 
-_PROGRAMS: dict = {}
+_PROGRAMS: Dict[Hashable, bytes] = {}
 _MAX_PROGRAMS = 256
 
 
@@ -186,5 +188,5 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
         return out
     native = _native or core()
     native.run(program(plan, data, out), _address(data), _address(out), threads.get_num_threads(),
-               out.nbytes >= STREAM_BYTES)
+               out.nbytes >= (STREAM_BYTES or 0))
     return out

@@ -29,11 +29,11 @@ lowering
 from __future__ import annotations
 
 import math
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
-from ..plans import View
+from ..plans import View, Window
 
 __all__ = ["LoopNest", "WindowNest", "lower", "lower_fill", "lower_window", "schedule"]
 
@@ -111,7 +111,7 @@ def schedule(loops: List[List[int]], fill: bool = False) -> Tuple[str, int, List
     if not loops:
         return "contiguous", 0, []
 
-    def following(side, rest):
+    def following(side: int, rest: List[List[int]]) -> List[List[int]]:
         return sorted(rest, key=lambda l: (abs(l[side]), abs(l[3 - side])), reverse=True)
 
     if not fill:
@@ -179,7 +179,8 @@ def lower(src_array: np.ndarray, dst_array: np.ndarray, src: View, dst: View, al
     loops = _merge(loops + [[itemsize, 1, 1]])
     addresses = (_address(src_array), _address(dst_array)) if aligned else ()
     word, (pattern, block, loops) = _finish(loops, (src_start, dst_start), addresses, widest=widest)
-    return LoopNest(word, src_start // word, dst_start // word, tuple(tuple(l) for l in loops), pattern, block)
+    nest = cast("Tuple[Loop, ...]", tuple(tuple(l) for l in loops))
+    return LoopNest(word, src_start // word, dst_start // word, nest, pattern, block)
 
 
 def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True, widest: int = 8) -> LoopNest:
@@ -187,7 +188,7 @@ def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True, widest: 
     start, byte_loops = _byte_loops(dst_array, view)
     loops = _merge([[n, 0, s] for n, s in byte_loops] + [[dst_array.dtype.itemsize, 0, 1]])
     word, (_, _, loops) = _finish(loops, (start,), (_address(dst_array),) if aligned else (), fill=True, widest=widest)
-    return LoopNest(word, 0, start // word, tuple(tuple(l) for l in loops), "fill")
+    return LoopNest(word, 0, start // word, cast("Tuple[Loop, ...]", tuple(tuple(l) for l in loops)), "fill")
 
 
 class WindowNest(NamedTuple):
@@ -201,7 +202,8 @@ class WindowNest(NamedTuple):
     hi: int
 
 
-def lower_window(src_array: np.ndarray, dst_array: np.ndarray, window) -> Optional[WindowNest]:
+def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any],
+                 window: Window) -> Optional[WindowNest]:
     """The loop nest of a :class:`~datamove.plans.Window`, or None when the kernels cannot take it.
 
     They take it when the space side's last axis is contiguous and items are
@@ -225,9 +227,11 @@ def lower_window(src_array: np.ndarray, dst_array: np.ndarray, window) -> Option
     rest = sorted(rest, key=lambda l: (abs(l[side]), abs(l[3 - side])), reverse=True)
     pattern = "gather_window" if window.space == "src" else "scatter_window"
     block = offsets[0] if offsets[0] in BLOCKS else 0
-    return WindowNest(itemsize, src_start // itemsize, dst_start // itemsize, tuple(map(tuple, rest + [offsets, blocks])),
+    nest = cast("Tuple[Loop, ...]", tuple(map(tuple, rest + [offsets, blocks])))
+    return WindowNest(itemsize, src_start // itemsize, dst_start // itemsize, nest,
                       pattern, block, window.lo, window.hi)
 
 
-def _address(array: np.ndarray) -> int:
-    return array.__array_interface__["data"][0] + _lowest_offset(array)
+def _address(array: np.ndarray[Any, Any]) -> int:
+    pointer: int = array.__array_interface__["data"][0]
+    return pointer + _lowest_offset(array)

@@ -212,7 +212,7 @@ def inspect_command(args: argparse.Namespace) -> int:
 
 def build_run_parser(prog: str, parser_class: Any) -> argparse.ArgumentParser:
     """The parser of ``datamove run MODEL.xml -i NAME=FILE.npy ... -o OUT.npz``."""
-    run = parser_class(
+    run: argparse.ArgumentParser = parser_class(
         prog=f"{prog} run", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_RUN_EPILOG,
         description="Run an OpenVINO IR model made of the four operations on .npy inputs; save the outputs as .npz.",
     )
@@ -296,7 +296,8 @@ def parse_bytes(text: str) -> Optional[int]:
     if not match:
         raise CommandError(f"--max-bytes: {quote(text, 40)} is not a size (write e.g. 1000000, 512M, 4G or none)")
     number, unit = match.groups()
-    return int(number) * 1024 ** " KMGT".index((unit or " ")[0].upper())
+    scale: int = 1024 ** " KMGT".index((unit or " ")[0].upper())
+    return int(number) * scale
 
 
 class _NpyFolder:

@@ -19,12 +19,16 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, cast
 
 import numpy as np
 
 from ..dims import Dim, DimLike, format_shape
 from ..errors import DataMoveError, number, quote, show
+from ..typing import Engine
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 __all__ = ["Model", "Layer", "Port", "CheckReport", "Mismatch", "ELEMENT_TYPES", "RUNNABLE_TYPES"]
 
@@ -219,7 +223,8 @@ def numpy_dtype(element_type: str, where: str) -> np.dtype:
         except ImportError:
             raise DataMoveError(f"{where}: element_type bf16 needs the ml_dtypes package, which is not installed") \
                 from None
-        return np.dtype(ml_dtypes.bfloat16)
+        bfloat16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+        return bfloat16
     return np.dtype(name)
 
 
@@ -255,7 +260,8 @@ def convert_exactly(value: np.ndarray, dtype: np.dtype, where: str) -> np.ndarra
     array([1, 2])
     """
     if dtype == np.bool_:
-        return value != 0 if value.dtype != np.bool_ else value.copy()
+        truth: np.ndarray[Any, Any] = value != 0 if value.dtype != np.bool_ else value.copy()
+        return truth
     with np.errstate(all="ignore"):
         converted = value.astype(dtype)
         back = converted.astype(value.dtype)
@@ -282,10 +288,10 @@ def _max_bytes(value: Any) -> Optional[int]:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"max_bytes must be a non-negative integer or None, got {type(value).__name__} "
                         f"{quote(repr(value), 40)}")
-    value = operator.index(value)
-    if value < 0:
-        raise DataMoveError(f"max_bytes must be a non-negative integer or None, got {number(value)}")
-    return value
+    limit = operator.index(value)
+    if limit < 0:
+        raise DataMoveError(f"max_bytes must be a non-negative integer or None, got {number(limit)}")
+    return limit
 
 
 class Model:
@@ -368,9 +374,12 @@ class Model:
             raise DataMoveError(f"{where}: cannot read {show(self.bin_path)}: {exc.strerror or exc}") from None
         if len(data) != layer.size:
             raise DataMoveError(f"{where}: read {len(data)} of {layer.size} bytes from {show(self.bin_path)}")
+        array: np.ndarray[Any, Any]
         if dtype == np.bool_:
-            return (np.frombuffer(data, np.uint8) != 0).reshape(shape)
-        return np.frombuffer(data, dtype).reshape(shape)
+            array = (np.frombuffer(data, np.uint8) != 0).reshape(shape)
+        else:
+            array = np.frombuffer(data, dtype).reshape(shape)
+        return array
 
     def _folded_value(self, layer: Layer, index: int, memo: Dict[int, Optional[np.ndarray]]) -> Optional[np.ndarray]:
         """The constant value on input ``index`` (a Const, possibly through Converts), or None if not constant."""
@@ -384,8 +393,10 @@ class Model:
         else:
             value = None
             element_type = source.attributes.get("element_type")
-            if source.type == "Const" and ELEMENT_TYPES.get(element_type, (None,))[0] not in (None, "bfloat16"):
-                count = math.prod(int(d) for d in source.shape or ())  # type: ignore[arg-type]
+            known = ELEMENT_TYPES.get(element_type or "", (None, None))[0] not in (None, "bfloat16")
+            if source.type == "Const" and known:
+                static = cast(Tuple[int, ...], source.shape or ())  # a Const's shape is static (the reader checks)
+                count = math.prod(int(d) for d in static)
                 if count <= MAX_FOLDED_ELEMENTS:
                     value = self.const_value(source)
             memo[source.id] = value
@@ -503,9 +514,9 @@ class Model:
             names[name] = layer
         return names
 
-    def run(self, inputs: Mapping[str, Any], *, engine: str = "auto", max_bytes: Optional[int] = None,
-            allocate: Optional[Callable[[str, Tuple[int, ...], np.dtype], np.ndarray]] = None,
-            progress: Optional[Callable[[int, int, Layer], None]] = None) -> Dict[str, np.ndarray]:
+    def run(self, inputs: Mapping[str, Any], *, engine: Engine = "auto", max_bytes: Optional[int] = None,
+            allocate: Optional[Callable[[str, Tuple[int, ...], np.dtype[Any]], NDArray[Any]]] = None,
+            progress: Optional[Callable[[int, int, Optional[Layer]], object]] = None) -> Dict[str, NDArray[Any]]:
         """Execute the model with the core operations.
 
         Parameters
@@ -569,10 +580,10 @@ class Model:
         given: Dict[int, np.ndarray] = {}
         for key, value in inputs.items():
             if key not in accepted:
-                names = [quote(layer.name) for layer in self.parameters[:8]]
+                known = [quote(layer.name) for layer in self.parameters[:8]]
                 more = f" and {len(self.parameters) - 8} more" if len(self.parameters) > 8 else ""
                 raise DataMoveError(f"input {quote(key)} is not a Parameter of the model; its inputs are "
-                                    f"{', '.join(names)}{more}")
+                                    f"{', '.join(known)}{more}")
             layer = accepted[key]
             if layer.id in given:
                 raise DataMoveError(f"input {quote(key)} names {layer.describe()}, which was given already")

@@ -186,9 +186,9 @@ def _safe_parser(xml_path: str) -> Any:
         nonlocal namespaces
         namespaces = True
         if start_namespace is not None:
-            start_namespace(prefix, uri)
+            start_namespace(prefix, uri)  # pyright: ignore[reportArgumentType]  # typeshed: str; expat passes None too
 
-    expat.ordered_attributes = 0  # attributes as a dict, as the tree builder takes them
+    expat.ordered_attributes = False  # attributes as a dict, as the tree builder takes them
     expat.StartElementHandler = start
     expat.EndElementHandler = end
     expat.StartNamespaceDeclHandler = start_ns
@@ -229,7 +229,7 @@ def _parse_xml(xml_path: str) -> ElementTree.Element:
                         f"{show(xml_path)}: the XML token (a tag with its attributes, a comment, ...) from byte "
                         f"{start} is longer than the {MAX_XML_TOKEN_BYTES} bytes accepted"
                     )
-            root = parser.close()
+            root: Optional[ElementTree.Element] = parser.close()
     except DataMoveError:
         raise
     except OSError as exc:
@@ -424,12 +424,13 @@ def _refuse_edge(layers: Dict[int, Layer], i: int, ends: List[int]) -> NoReturn:
 def _path(value: object, name: str) -> str:
     """A path argument as a str: str, bytes (decoded as the file system does) or any os.PathLike."""
     try:
-        return os.fsdecode(os.fspath(value))  # type: ignore[arg-type]
+        return os.fsdecode(os.fspath(value))  # type: ignore[call-overload]  # any object: fspath says TypeError
     except TypeError:
         raise TypeError(f"{name} must be a path (str, bytes or os.PathLike), got {type(value).__name__}") from None
 
 
-def read_model(xml_path: "str | os.PathLike[str]", bin_path: "str | os.PathLike[str] | None" = None) -> Model:
+def read_model(xml_path: "str | bytes | os.PathLike[str] | os.PathLike[bytes]",
+               bin_path: "str | bytes | os.PathLike[str] | os.PathLike[bytes] | None" = None) -> Model:
     """Read an OpenVINO IR (v10 or v11), treating both files as untrusted.
 
     Parameters
