@@ -48,7 +48,11 @@ nitpick_ignore = [
     ("py:mod", "datamove.ir.reader"),
     ("py:mod", "datamove.ir.model"),
     ("py:mod", "datamove.engines"),
+    ("py:class", "datamove.dims.Dim"),  # datamove.Dim, as the type aliases spell it
 ]
+# the type aliases of datamove.typing name the standard library's and NumPy's types, which have no page here
+# (no intersphinx without the network)
+nitpick_ignore_regex = [(r"py:.*", r"(typing|collections\.abc|numpy)\..*")]
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"datamove {release}"
