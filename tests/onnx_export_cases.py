@@ -24,7 +24,7 @@ ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 import datamove  # noqa: E402
-from datamove import formulas, nn, torch_onnx  # noqa: E402
+from datamove import formulas, nn, torch_ops  # noqa: E402
 
 # The exporters and the opsets tested: TorchScript's lowest and highest; the dynamo exporter's own
 # (its functions are written for 18: it converts lower ones up to 18) and the newest onnxruntime runs.
@@ -187,7 +187,7 @@ def test_dynamo_export_with_a_dynamic_batch(model, shape, tmp_path):
 
 
 def test_translation_table_for_custom_translation_table(tmp_path):
-    table = torch_onnx.translation_table()
+    table = torch_ops.translation_table()
     assert set(table) == {getattr(torch.ops.datamove, op).default
                           for op in ("batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space")}
     model = Call("depth_to_space", "depth_first", 2)

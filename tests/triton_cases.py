@@ -22,6 +22,7 @@ pytest.importorskip("triton")
 
 import datamove as dm  # noqa: E402
 from datamove import DataMoveError  # noqa: E402
+from datamove import torch_ops  # noqa: E402
 from datamove.engines import triton_engine  # noqa: E402
 from test_moves import calls  # noqa: E402  (the same random calls as the Move's own test)
 
@@ -135,7 +136,7 @@ def test_gradients_through_the_engine():
 
 
 def test_the_custom_ops_and_their_fake_shapes():
-    ops = triton_engine.custom_ops()
+    ops = torch_ops.custom_ops()
     x = torch.randn(4, 3, 6, 4, device=DEVICE)
     assert torch.equal(ops["space_to_depth"](x, "blocks_first", 2), dm.space_to_depth(x, "blocks_first", 2, engine="triton"))
     with torch._subclasses.fake_tensor.FakeTensorMode():
@@ -145,7 +146,7 @@ def test_the_custom_ops_and_their_fake_shapes():
 
 
 def test_torch_compile_keeps_the_custom_op_in_one_graph():
-    triton_engine.custom_ops()
+    torch_ops.custom_ops()
     x = torch.randn(2, 3, 4, 6, device=DEVICE, requires_grad=True)
     f = torch.compile(lambda t: torch.ops.datamove.space_to_depth(t, "blocks_first", 2) * 2, fullgraph=True, backend="aot_eager")
     y = f(x)
@@ -198,7 +199,7 @@ def test_cpu_tensors_need_the_interpreter(monkeypatch):
     assert not triton_engine.wants(torch.zeros(1 << 20))
     # the custom ops run datamove's CPU path there
     x = torch.randn(2, 3, 4, 6)
-    assert torch.equal(triton_engine.custom_ops()["space_to_depth"](x, "blocks_first", 2), dm.space_to_depth(x, "blocks_first", 2))
+    assert torch.equal(torch_ops.custom_ops()["space_to_depth"](x, "blocks_first", 2), dm.space_to_depth(x, "blocks_first", 2))
 
 
 def test_import_does_not_import_triton():

@@ -55,9 +55,9 @@ def _register_torch_ops() -> None:
     import sys
 
     if "torch" in sys.modules:
-        from .engines import triton_engine
+        from . import torch_ops
 
-        triton_engine.custom_ops()
+        torch_ops.custom_ops()
 
 
 _register_torch_ops()

@@ -129,9 +129,9 @@ def compiled_call(op: str, args: Tuple[Any, ...], data: Any, out: Any) -> Any:
             "torch.ops.datamove is not registered yet and torch.compile cannot trace its registration: "
             "import torch before datamove, or make one datamove call on a tensor before compiling"
         )
-    from .engines import triton_engine
+    from . import torch_ops
 
-    result = getattr(torch.ops.datamove, op)(data, *triton_engine.custom_op_args(op, args))
+    result = getattr(torch.ops.datamove, op)(data, *torch_ops.custom_op_args(op, args))
     if out is None:
         return result
     out.copy_(result)

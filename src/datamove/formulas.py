@@ -73,12 +73,12 @@ def steps(op: str, params: Dict[str, Any], shape: Ints) -> Steps:
     if op == "batch_to_space":
         batch, dims = shape[0], shape[1:]
         new_batch = batch // math.prod(blocks)
-        perm = [m]
+        order = [m]
         for i in range(m):
-            perm += [m + 1 + i, i]
+            order += [m + 1 + i, i]
         crops = _nonzero(params["crops_begin"], params["crops_end"])
         merged = (new_batch,) + tuple(d * b for d, b in zip(dims, blocks))
-        return Steps(None, blocks + (new_batch,) + dims, tuple(perm), merged, crops)
+        return Steps(None, blocks + (new_batch,) + dims, tuple(order), merged, crops)
     if op == "space_to_batch":
         pads = _nonzero(params["pads_begin"], params["pads_end"])
         padded = shape if pads is None else tuple(d + b + e for d, b, e in zip(shape, *pads))
@@ -103,15 +103,15 @@ def _depth(op: str, mode: str, size: int, shape: Ints) -> Steps:
     new_c = c // size**k
     if mode == "blocks_first":
         split = (n,) + (size,) * k + (new_c,) + dims
-        perm = [0, k + 1]
+        order = [0, k + 1]
         for i in range(k):
-            perm += [k + 2 + i, 1 + i]
+            order += [k + 2 + i, 1 + i]
     else:
         split = (n, new_c) + (size,) * k + dims
-        perm = [0, 1]
+        order = [0, 1]
         for i in range(k):
-            perm += [k + 2 + i, 2 + i]
-    return Steps(None, split, tuple(perm), (n, new_c) + tuple(d * size for d in dims), None)
+            order += [k + 2 + i, 2 + i]
+    return Steps(None, split, tuple(order), (n, new_c) + tuple(d * size for d in dims), None)
 
 
 def _nonzero(begin: Any, end: Any) -> Optional[Tuple[Ints, Ints]]:

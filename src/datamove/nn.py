@@ -43,14 +43,14 @@ except ModuleNotFoundError as exc:  # pragma: no cover - torch is a test extra
     ) from exc
 
 from . import ops, shapes
-from .engines import triton_engine
+from . import torch_ops
 from .typing import DataFormat, IntVector, Mode
 
 __all__ = ["SpaceToDepth", "DepthToSpace", "SpaceToBatch", "BatchToSpace"]
 
 # torch.compile cannot trace the registration of torch.ops.datamove.*: done now, when PyTorch is loaded
 # (datamove registers them at import only when torch was imported first)
-triton_engine.custom_ops()
+torch_ops.custom_ops()
 
 
 def _format(names: Tuple[str, ...], module: Any, defaults: Any = ()) -> str:

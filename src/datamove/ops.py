@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional, SupportsInd
 
 import numpy as np
 
-from . import arrays, engines, params, plans, recipes, shapes
+from . import arrays, engines, params, plans, recipes, shapes, torch_ops
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
 from .typing import ArrayT, DataFormat, Engine, IntVector, Mode, ScalarT
@@ -502,3 +502,17 @@ def depth_to_space(data: Any, mode: Mode, block_size: SupportsIndex = 1,
     p = resolved.params
     plan = plans.depth_to_space(data.shape, _static(resolved), p["mode"], p["block_size"])
     return _run(plan, data, out, engine, recipe_key, "depth_to_space", p)
+
+
+def _custom_op_body(op: str, args: Tuple[Any, ...], data: Any) -> Any:
+    """The body of ``torch.ops.datamove.<op>`` (:mod:`datamove.torch_ops`): the GPU kernel where it runs
+    (validated by the shape rule), else this module's eager call."""
+    from .engines import triton_engine
+
+    if triton_engine.can_take(data):
+        return triton_engine.fresh(op, torch_ops.op_params(op, args), data)
+    function: Callable[..., Any] = globals()[op]
+    return function(data.detach(), *args)
+
+
+torch_ops.set_body(_custom_op_body)

@@ -242,9 +242,9 @@ def _gather(plan: Plan, stride: Tuple[int, ...]) -> Optional[Tuple[Tuple[int, ..
 def store_torch(recipe_key: Hashable, op: str, params: dict, plan: Plan, data: Any, engine: str,
                 run: Callable[[Any, Any], Any]) -> TorchRecipe:
     """Make, keep and return the recipe of a validated call on a PyTorch tensor."""
-    from .engines import triton_engine
+    from . import torch_ops
 
-    triton_engine.custom_ops()  # for torch.compile later (see datamove.arrays.compiled_call)
+    torch_ops.custom_ops()  # for torch.compile later (see datamove.arrays.compiled_call)
     return _keep(recipe_key, TorchRecipe(op, params, plan, data, engine, run))
 
 

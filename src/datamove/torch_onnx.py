@@ -13,8 +13,8 @@ standard ops (no custom domain), so any ONNX runtime runs it:
   with ``Pad`` before SpaceToBatch and ``Slice`` after BatchToSpace. They
   join the exporter's function library (onnxscript's torch_lib) when
   ``torch.ops.datamove`` is defined, or when onnxscript loads after that
-  (:func:`register`); :func:`translation_table` gives them for
-  ``custom_translation_table=`` too. An export that meets datamove before
+  (:func:`register`); :func:`datamove.torch_ops.translation_table` gives
+  them for ``custom_translation_table=`` too. An export that meets datamove before
   they joined records PyTorch's ops instead, as the TorchScript exporter does.
 - ``dynamo=False`` (the TorchScript exporter, and ``torch.jit.trace``): a
   traced call is recorded as PyTorch's own ops, :func:`traced`, the same
@@ -45,10 +45,10 @@ import threading
 import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from . import formulas, shapes
+from . import formulas, opset
 from .errors import DataMoveError
 
-__all__ = ["tracing", "traced", "translation_table", "register", "ready", "exporting"]
+__all__ = ["tracing", "traced", "TRANSLATIONS", "register", "ready", "exporting"]
 
 _INT64_MAX = 2**63 - 1
 
@@ -60,7 +60,7 @@ def tracing() -> bool:
     """True while ``torch.jit.trace`` (and so ``torch.onnx.export(dynamo=False)``) records a call."""
     import torch
 
-    return bool(torch.jit.is_tracing())
+    return bool(torch._C._is_tracing())
 
 
 def traced(op: str, args: Tuple[Any, ...], data: Any, out: Optional[Any] = None) -> Any:
@@ -71,11 +71,12 @@ def traced(op: str, args: Tuple[Any, ...], data: Any, out: Optional[Any] = None)
     validated by :mod:`datamove.shapes` as any other.
     """
     import torch
+    from torch.jit._trace import TracerWarning
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.simplefilter("ignore", TracerWarning)
         shape = tuple(int(d) for d in data.shape)
-    params = getattr(shapes, f"resolve_{op}")(shape, *args).params
+    params = opset.OPS[op].resolve(shape, *args).params
     s = formulas.steps(op, params, shape)
     x = data
     if s.pads is not None:
@@ -121,10 +122,9 @@ def _static(name: str, data: Any, batch_free: bool) -> Tuple[Tuple[int, ...], bo
 
 def _formula(op: Any, name: str, params: Dict[str, Any], data: Any) -> Any:
     """``Pad`` / ``Reshape`` / ``Transpose`` / ``Reshape`` / ``Slice``, the steps of :mod:`datamove.formulas`."""
-    depth = name in ("space_to_depth", "depth_to_space")
-    blocks = 1 if depth else math.prod(int(b) for b in params["block_shape"])
-    lo, hi = ("pads_begin", "pads_end") if name == "space_to_batch" else ("crops_begin", "crops_end")
-    batch_free = depth or not (any(params.get(lo, ())[:1]) or any(params.get(hi, ())[:1]))
+    margins = opset.OPS[name].margins
+    blocks = 1 if margins is None else math.prod(int(b) for b in params["block_shape"])
+    batch_free = margins is None or not (params[margins[0]][0] or params[margins[1]][0])
     shape, dynamic = _static(name, data, batch_free)
     if dynamic:  # the steps with a stand-in batch that every rule accepts, then the batch entries made relative
         shape = (blocks if name == "batch_to_space" else 1,) + shape[1:]
@@ -174,35 +174,19 @@ def _space_to_depth(data: Any, mode: str, block_size: int) -> Any:
 
 
 def _batch_to_space(data: Any, block_shape: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> Any:
-    params = {"block_shape": block_shape, "crops_begin": begin, "crops_end": end}
-    return _formula(_op(), "batch_to_space", params, data)
+    return _formula(_op(), "batch_to_space", opset.OPS["batch_to_space"].kwargs((block_shape, begin, end)), data)
 
 
 def _space_to_batch(data: Any, block_shape: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> Any:
-    params = {"block_shape": block_shape, "pads_begin": begin, "pads_end": end}
-    return _formula(_op(), "space_to_batch", params, data)
+    return _formula(_op(), "space_to_batch", opset.OPS["space_to_batch"].kwargs((block_shape, begin, end)), data)
 
 
-_TRANSLATIONS: Dict[str, Callable[..., Any]] = {
+TRANSLATIONS: Dict[str, Callable[..., Any]] = {
     "batch_to_space": _batch_to_space,
     "space_to_batch": _space_to_batch,
     "space_to_depth": _space_to_depth,
     "depth_to_space": _depth_to_space,
 }
-
-
-def translation_table() -> Dict[Any, Callable[..., Any]]:
-    """``{torch.ops.datamove.<op>.default: translation}`` for ``torch.onnx.export(..., custom_translation_table=)``.
-
-    Not needed with the exporter that PyTorch ships (``register`` gives them
-    to its library); for an exporter set up with a registry of its own.
-    """
-    import torch
-
-    from .engines import triton_engine
-
-    triton_engine.custom_ops()
-    return {getattr(torch.ops.datamove, name).default: f for name, f in _TRANSLATIONS.items()}
 
 
 _REGISTERED = threading.Event()
@@ -242,9 +226,9 @@ def _add_to_torch_lib() -> None:
             return
         try:
             from onnxscript.function_libs.torch_lib.registration import torch_op
-        except ImportError:  # an onnxscript without torch_lib: custom_translation_table=translation_table()
+        except ImportError:  # an onnxscript without torch_lib: custom_translation_table=torch_ops.translation_table()
             return
-        for name, function in _TRANSLATIONS.items():
+        for name, function in TRANSLATIONS.items():
             torch_op(f"datamove::{name}", trace_only=True)(function)
         _REGISTERED.set()
 

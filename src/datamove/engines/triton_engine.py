@@ -7,7 +7,7 @@ without reading, BatchToSpace's crop never read. Items travel as unsigned
 words, so every dtype works (bool, float8, bfloat16, complex128, ...).
 
 * PyTorch: a tensor that needs a gradient goes through the custom ops
-  ``torch.ops.datamove.<op>`` (see :func:`custom_ops`), whose backward is
+  ``torch.ops.datamove.<op>`` (see :mod:`datamove.torch_ops`), whose backward is
   the adjoint op on the same kernel and whose fake implementation takes its
   shape from :mod:`datamove.shapes`, so autograd and ``torch.compile`` see
   one op; other tensors call the kernel directly.
@@ -36,7 +36,7 @@ import os
 import sys
 from typing import Any, Dict, Optional, Tuple
 
-from .. import shapes
+from .. import opset
 from ..errors import DataMoveError
 from . import moves, torch_layout
 
@@ -296,118 +296,14 @@ class Planned:
 
 def _out_shape(op: str, params: Dict[str, Any], shape: Tuple[int, ...]) -> Tuple[int, ...]:
     """The output shape, by ``datamove.shapes`` (which raises DataMoveError on bad input)."""
-    return tuple(getattr(shapes, op)(shape, *_args(op, params)))
+    return tuple(opset.OPS[op].shape_rule(shape, *opset.OPS[op].args(params)))
 
 
-def _fresh(op: str, params: Dict[str, Any], data: Any, shape: Optional[Tuple[int, ...]] = None) -> Any:
+def fresh(op: str, params: Dict[str, Any], data: Any, shape: Optional[Tuple[int, ...]] = None) -> Any:
+    """``op`` on tensor ``data`` into a new tensor in its memory format (validated by the shape rule if no ``shape``)."""
     if shape is None:
         shape = _out_shape(op, params, tuple(data.shape))
     return run(op, params, data, torch_layout.empty(shape, data))
-
-
-# ------------------------------------------------------ PyTorch custom ops
-
-
-def _any_device(op: str, args: Tuple[Any, ...], data: Any) -> Any:
-    """The custom op's body: this engine where it can run, else datamove's CPU path (validated there)."""
-    if can_take(data):
-        params = _params(op, args)
-        return _fresh(op, params, data, _out_shape(op, params, tuple(data.shape)))  # validated there
-    from .. import ops
-
-    return getattr(ops, op)(data.detach(), *args)
-
-_OPS: Dict[str, Any] = {}
-
-
-def _args(op: str, params: Dict[str, Any]) -> Tuple[Any, ...]:
-    if op in ("space_to_depth", "depth_to_space"):
-        return (params["mode"], int(params["block_size"]))
-    lo, hi = ("crops_begin", "crops_end") if op == "batch_to_space" else ("pads_begin", "pads_end")
-    return ([int(v) for v in params["block_shape"]], [int(v) for v in params[lo]], [int(v) for v in params[hi]])
-
-
-def custom_op_args(op: str, args: Tuple[Any, ...]) -> Tuple[Any, ...]:
-    """An op's arguments after ``data`` (ints as sequences or arrays) as its custom op takes them."""
-    return _args(op, _params(op, args))
-
-
-def _params(op: str, args: Tuple[Any, ...]) -> Dict[str, Any]:
-    if op in ("space_to_depth", "depth_to_space"):
-        return {"mode": args[0], "block_size": args[1]}
-    lo, hi = ("crops_begin", "crops_end") if op == "batch_to_space" else ("pads_begin", "pads_end")
-    return {"block_shape": tuple(args[0]), lo: tuple(args[1]), hi: tuple(args[2])}
-
-
-_ADJOINT = {
-    "batch_to_space": "space_to_batch", "space_to_batch": "batch_to_space",
-    "space_to_depth": "depth_to_space", "depth_to_space": "space_to_depth",
-}
-
-
-def _fake_shape(op: str, params: Dict[str, Any], shape: Tuple[Any, ...]) -> Tuple[Any, ...]:
-    """The output shape for ``torch.compile``/``torch.export``, where the batch may be symbolic (a dynamic dim).
-
-    A symbolic batch is kept symbolic: the rules are checked on the other dims
-    with a stand-in batch, and the batch's own rule (BatchToSpace: divisible by
-    the block count) becomes a ``torch._check``, not a guard that would fix it.
-    """
-    import torch
-
-    batch = shape[0] if shape else None
-    lo, hi = ("crops_begin", "crops_end") if op == "batch_to_space" else ("pads_begin", "pads_end")
-    if (not isinstance(batch, torch.SymInt) or any(isinstance(d, torch.SymInt) for d in shape[1:])
-            or (op in ("batch_to_space", "space_to_batch") and (params[lo][0] or params[hi][0]))):
-        return _out_shape(op, params, shape)
-    blocks = math.prod(params["block_shape"]) if "block_shape" in params else 1
-    out = list(_out_shape(op, params, (blocks if op == "batch_to_space" else 1,) + tuple(shape[1:])))
-    if op == "batch_to_space":
-        torch._check(batch % blocks == 0, lambda: f"batch_to_space: the batch must be divisible by {blocks}")
-        out[0] = batch // blocks
-    else:
-        out[0] = batch * blocks
-    return tuple(out)
-
-
-def custom_ops() -> Dict[str, Any]:
-    """``torch.ops.datamove.<op>`` for the four ops, registered on first use."""
-    if _OPS:
-        return _OPS
-    import torch
-
-    def define(op: str, space: bool) -> None:
-        # schemas spelled out: this module's annotations are strings (from __future__ import annotations)
-        if space:
-            def impl(data, block_shape, begin, end):
-                return _any_device(op, (block_shape, begin, end), data)
-            schema = "(Tensor data, int[] block_shape, int[] begin, int[] end) -> Tensor"
-        else:
-            def impl(data, mode, block_size):
-                return _any_device(op, (mode, block_size), data)
-            schema = "(Tensor data, str mode, int block_size) -> Tensor"
-        impl = torch.library.custom_op(f"datamove::{op}", impl, mutates_args=(), schema=schema)
-
-        @impl.register_fake
-        def _(data, *args):
-            return torch_layout.empty(_fake_shape(op, _params(op, args), tuple(data.shape)), data)
-
-        def setup_context(ctx, inputs, output):
-            ctx.args = inputs[1:]
-
-        def backward(ctx, grad):
-            # the adjoint: S2B <-> B2S with pads = crops, S2D <-> D2S with the same mode and size
-            return (_OPS[_ADJOINT[op]](grad.contiguous(), *ctx.args),) + (None,) * len(ctx.args)
-
-        impl.register_autograd(backward, setup_context=setup_context)
-        _OPS[op] = impl
-
-    for op in _ADJOINT:
-        define(op, op in ("batch_to_space", "space_to_batch"))
-    from .. import torch_onnx
-
-    if not torch_onnx.exporting():  # an export under way has read its functions: it records PyTorch ops
-        torch_onnx.register()  # ONNX translations for torch.onnx.export(dynamo=True)
-    return _OPS
 
 
 # ------------------------------------------------------------------ the entry
@@ -438,7 +334,9 @@ def _apply_torch(op: str, params: Dict[str, Any], tensor: Any, out: Optional[Any
 
     recording = torch.is_grad_enabled()
     if recording and (tensor.requires_grad or (out is not None and out.requires_grad)):
-        result = custom_ops()[op](tensor, *_args(op, params))
+        from .. import torch_ops  # the custom op (autograd's node), whose body comes back here
+
+        result = torch_ops.custom_ops()[op](tensor, *torch_ops.op_args(op, params))
         if out is None:
             return result
         out.copy_(result)
@@ -446,9 +344,9 @@ def _apply_torch(op: str, params: Dict[str, Any], tensor: Any, out: Optional[Any
     if tensor.requires_grad:
         tensor = tensor.detach()
     if out is None:
-        return _fresh(op, params, tensor, shape)
+        return fresh(op, params, tensor, shape)
     if out.is_conj() or out.is_neg():  # a lazy view: PyTorch's copy_ writes its values, the kernel only bits
-        out.copy_(_fresh(op, params, tensor, shape))
+        out.copy_(fresh(op, params, tensor, shape))
         return out
     if _overlap(tensor, out):
         tensor = tensor.clone()  # a permutation cannot be done in place
