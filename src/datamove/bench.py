@@ -26,37 +26,14 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import ops
+from . import formulas, opset, ops
+from .bench_common import Case, format_ratio
 
 __all__ = ["Case", "suite", "main"]
-
-
-class Case(NamedTuple):
-    name: str
-    op: str  # a datamove op name
-    shape: Tuple[int, ...]  # the logical (NCHW-like) shape of the input
-    dtype: str
-    args: Tuple[Any, ...]  # the op's arguments after data
-    layout: str = "nchw"  # "nhwc": channels innermost in memory, for input and output
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
-
-    @property
-    def label(self) -> str:
-        dims = ",".join(map(str, self.shape))
-        if self.op in ("space_to_depth", "depth_to_space"):
-            what = f"{self.args[0]} b{self.args[1]}"
-        else:
-            block = "x".join(map(str, self.args[0][1:]))
-            margins = sum(self.args[1]) + sum(self.args[2])
-            what = f"block {block}" + (" crops" if self.op == "batch_to_space" and margins else "") + (" pads" if self.op == "space_to_batch" and margins else "")
-        return f"{self.name} [{dims}] {self.dtype} {what}" + (" NHWC" if self.layout == "nhwc" else "")
 
 
 def _scaled(shape: Sequence[int], size: int, itemsize: int, multiple: int) -> Tuple[int, ...]:
@@ -208,43 +185,18 @@ class Floor:
 
 
 def _numpy_idiom(case: Case, data: np.ndarray) -> Optional[Callable[[], Any]]:
-    """The reshape/transpose/reshape idiom people write by hand (pad / crop included)."""
-    op, args = case.op, case.args
-    n, c, *spatial = data.shape
-    k = len(spatial)
-    if op in ("space_to_depth", "depth_to_space"):
-        mode, b = args
-        if op == "space_to_depth":
-            split = [n, c] + [x for d in spatial for x in (d // b, b)]
-            q = [2 + 2 * i for i in range(k)]
-            bs = [3 + 2 * i for i in range(k)]
-            perm = [0] + (bs + [1] if mode == "blocks_first" else [1] + bs) + q
-            final = (n, c * b**k, *(d // b for d in spatial))
-            return lambda: data.reshape(split).transpose(perm).reshape(final)
-        c2 = c // b**k
-        split = [n] + ([b] * k + [c2] if mode == "blocks_first" else [c2] + [b] * k) + list(spatial)
-        bpos = list(range(1, 1 + k)) if mode == "blocks_first" else list(range(2, 2 + k))
-        cpos = 1 + k if mode == "blocks_first" else 1
-        perm = [0, cpos] + [x for i in range(k) for x in (2 + k + i, bpos[i])]
-        final = (n, c2, *(d * b for d in spatial))
-        return lambda: data.reshape(split).transpose(perm).reshape(final)
-    block, begin, end = args
-    dims = list(data.shape)
-    r = len(dims)
-    if op == "space_to_batch":
-        def run() -> Any:
-            padded = np.pad(data, list(zip(begin, end)))
-            split = [dims[0]] + [x for i in range(1, r) for x in (padded.shape[i] // block[i], block[i])]
-            perm = [2 + 2 * i for i in range(r - 1)] + [0] + [1 + 2 * i for i in range(r - 1)]
-            return padded.reshape(split).transpose(perm).reshape([dims[0] * int(np.prod(block))] + [padded.shape[i] // block[i] for i in range(1, r)])
-        return run
-    def run_b2s() -> np.ndarray[Any, Any]:
-        nb = dims[0] // int(np.prod(block))
-        x = data.reshape(list(block[1:]) + [nb] + dims[1:])
-        perm = [r - 1] + [x_ for i in range(1, r) for x_ in (r - 1 + i, i - 1)]
-        y = x.transpose(perm).reshape([nb] + [dims[i] * block[i] for i in range(1, r)])
-        return np.ascontiguousarray(y[tuple(slice(begin[i], y.shape[i] - end[i]) for i in range(r))])
-    return run_b2s
+    """The reshape/transpose/reshape idiom people write by hand (``np.pad`` before, a copied crop after):
+    the spec's steps (:mod:`datamove.formulas`) in NumPy."""
+    s = formulas.steps(case.op, opset.OPS[case.op].kwargs(case.args), data.shape)
+
+    def run() -> Any:
+        x = data if s.pads is None else np.pad(data, list(zip(*s.pads)))
+        y = x.reshape(s.split).transpose(s.perm).reshape(s.merged)
+        if s.crops is None:
+            return y
+        return np.ascontiguousarray(y[tuple(slice(b, n - e) for n, b, e in zip(s.merged, *s.crops))])
+
+    return run
 
 
 def _openvino(case: Case, data: np.ndarray, out: np.ndarray, threads: int) -> Optional[Callable[[], Any]]:
@@ -418,19 +370,15 @@ def run_case(case: Case, timer: Timer, floor: Floor, peers: Sequence[str], engin
     return row
 
 
-def _format(value: Optional[float]) -> str:
-    return "—" if value is None else f"{value:.2f}"
-
-
 def table(rows: Sequence[Dict[str, Any]], peers: Sequence[str]) -> str:
     first = any("first_call" in row for row in rows)
     head = ["case", "MiB", "floor ms", "datamove", "alloc"] + (["first call"] if first else []) + list(peers)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row["case"], f"{row['in_bytes'] / 2**20:.3g}", f"{row['floor_s'] * 1e3:.3f}",
-                 _format(row["datamove"]), _format(row["datamove_alloc"])]
-        cells += [_format(row.get("first_call"))] if first else []
-        cells += [_format(row.get(p)) for p in peers]
+                 format_ratio(row["datamove"]), format_ratio(row["datamove_alloc"])]
+        cells += [format_ratio(row.get("first_call"))] if first else []
+        cells += [format_ratio(row.get(p)) for p in peers]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -30,7 +29,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from .bench import Case, _format
+from . import formulas, opset
+from .bench_common import Case, format_ratio
 
 __all__ = ["suite", "main"]
 
@@ -63,46 +63,21 @@ def suite(scale: str = "full") -> List[Case]:
 
 
 def _idiom(xp: Any, case: Case, permute: Callable[..., Any], pad: Callable[..., Any]) -> Callable[[Any], Any]:
-    """The specs' reshape/transpose/reshape formula in ``xp`` (torch, cupy, jax.numpy): the peers' code."""
-    op, args = case.op, case.args
-    if op in ("space_to_depth", "depth_to_space"):
-        mode, b = args
-        def fn(x: Any) -> Any:
-            n, c, *d = x.shape
-            k = len(d)
-            if op == "space_to_depth":
-                y = xp.reshape(x, (n, c) + sum(((s // b, b) for s in d), ()))
-                blocks = tuple(3 + 2 * i for i in range(k))
-                spatial = tuple(2 + 2 * i for i in range(k))
-                order = (0,) + (blocks + (1,) if mode == "blocks_first" else (1,) + blocks) + spatial
-                return xp.reshape(permute(y, order), (n, c * b ** k) + tuple(s // b for s in d))
-            cp = c // b ** k
-            y = xp.reshape(x, (n,) + ((b,) * k + (cp,) if mode == "blocks_first" else (cp,) + (b,) * k) + tuple(d))
-            blocks = tuple(range(1, k + 1)) if mode == "blocks_first" else tuple(range(2, k + 2))
-            ch = k + 1 if mode == "blocks_first" else 1
-            order = (0, ch) + sum(((k + 2 + i, blocks[i]) for i in range(k)), ())
-            return xp.reshape(permute(y, order), (n, cp) + tuple(s * b for s in d))
-        return fn
-    block, lo, hi = args
-    m = len(block) - 1
-    if op == "space_to_batch":
-        def fn(x: Any) -> Any:
-            x = pad(x, lo, hi)
-            n, *d = x.shape
-            y = xp.reshape(x, (n,) + sum(((s // bl, bl) for s, bl in zip(d, block[1:])), ()))
-            order = tuple(2 + 2 * i for i in range(m)) + (0,) + tuple(1 + 2 * i for i in range(m))
-            return xp.reshape(permute(y, order), (n * math.prod(block),) + tuple(s // bl for s, bl in zip(d, block[1:])))
-        return fn
+    """The specs' pad / reshape / transpose / reshape / crop (:mod:`datamove.formulas`) in ``xp`` (torch, cupy,
+    jax.numpy): the peers' code."""
+    params = opset.OPS[case.op].kwargs(case.args)
+    lo, hi = params.get("pads_begin"), params.get("pads_end")
 
-    def unblock(x: Any) -> Any:
-        n, *d = x.shape
-        nb = n // math.prod(block)
-        y = xp.reshape(x, tuple(block[1:]) + (nb,) + tuple(d))
-        order = (m,) + sum(((m + 1 + i, i) for i in range(m)), ())
-        y = xp.reshape(permute(y, order), (nb,) + tuple(s * bl for s, bl in zip(d, block[1:])))
-        index = (slice(None),) + tuple(slice(lo[i], y.shape[i] - hi[i]) for i in range(1, m + 1))
-        return y[index]
-    return unblock
+    def fn(x: Any) -> Any:
+        s = formulas.steps(case.op, params, tuple(x.shape))
+        if s.pads is not None:
+            x = pad(x, lo, hi)
+        y = xp.reshape(permute(xp.reshape(x, s.split), s.perm), s.merged)
+        if s.crops is None:
+            return y
+        return y[tuple(slice(b, n - e) for n, b, e in zip(s.merged, *s.crops))]
+
+    return fn
 
 
 def _torch_fn(case: Case) -> Callable[[Any], Any]:
@@ -239,8 +214,8 @@ def table(rows: Sequence[Dict[str, Any]], peers: Sequence[str]) -> str:
     head = ["case", "datamove out=", "datamove", *peers, "bit-equal"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["case"], _format(r.get("datamove")), _format(r.get("datamove_alloc"))]
-        cells += [_format(r.get(p)) for p in peers]
+        cells = [r["case"], format_ratio(r.get("datamove")), format_ratio(r.get("datamove_alloc"))]
+        cells += [format_ratio(r.get(p)) for p in peers]
         cells.append("yes" if r.get("bit_equal") else "NO")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

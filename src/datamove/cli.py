@@ -22,44 +22,30 @@ with status 2. This module is not imported by ``import datamove``.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from . import __version__, dims, ops, shapes
+from . import __version__, dims, ops, opset, shapes
 from .dims import DimLike, format_shape
-from .errors import DataMoveError, number, quote, show
+from .cli_common import CommandError, check_target, load_npy, save_npy
+from .errors import DataMoveError, quote, show
 
 __all__ = ["main", "build_parser", "parse_shape", "parse_vector", "format_shape"]
 
 PROG = "datamove"
 
-#: Each operation's parameters, in the order of its positional arguments.
-OPERATIONS: Dict[str, Tuple[str, ...]] = {
-    "batch_to_space": ("block_shape", "crops_begin", "crops_end"),
-    "space_to_batch": ("block_shape", "pads_begin", "pads_end"),
-    "space_to_depth": ("mode", "block_size"),
-    "depth_to_space": ("mode", "block_size"),
-}
+#: Each operation's parameters, in the order of its positional arguments (from :mod:`datamove.opset`).
+OPERATIONS: Dict[str, Tuple[str, ...]] = {op.name: op.params for op in opset.OPS.values()}
 
 #: OpenVINO's names of the operations (opset types), accepted for OP too.
-OPENVINO_NAMES = {
-    "BatchToSpace": "batch_to_space",
-    "SpaceToBatch": "space_to_batch",
-    "SpaceToDepth": "space_to_depth",
-    "DepthToSpace": "depth_to_space",
-}
+OPENVINO_NAMES = {op.openvino_type: op.name for op in opset.OPS.values()}
 
 _VECTORS = ("block_shape", "crops_begin", "crops_end", "pads_begin", "pads_end")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _UNKNOWN_RANK = ("*", "...", "[...]")
 
 Shape = Optional[Tuple[DimLike, ...]]
-
-
-class CommandError(Exception):
-    """A problem with the command line or its files; printed as one line, exit status 2."""
 
 
 def _option(param: str) -> str:
@@ -357,117 +343,10 @@ def _shape_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _magic(path: str) -> bytes:
-    try:
-        with open(path, "rb") as file:
-            return file.read(6)
-    except OSError:
-        return b""
-
-
-def _has_npy_magic(path: str) -> bool:
-    return _magic(path) == b"\x93NUMPY"
-
-
-def _check_npy_header(path: str) -> None:
-    """Refuse a .npy file whose header promises more bytes than the file holds, before NumPy maps it.
-
-    NumPy would multiply the shape out with overflow warnings, or map past the
-    end of the file; a header of ``2**60`` elements must be one clear error.
-    """
-    import math
-
-    import numpy as np
-
-    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-    try:
-        with open(path, "rb") as file:
-            version = np.lib.format.read_magic(file)
-            if version not in readers:  # a later format: NumPy's own reader checks it
-                return
-            shape, _, dtype = readers[version](file)
-            offset = file.tell()
-            size = os.fstat(file.fileno()).st_size
-    except OSError as exc:
-        raise CommandError(f"cannot read {show(path)}: {exc.strerror or exc}") from None
-    except Exception:  # not a .npy header: np.load says what it is
-        return
-    if dtype.hasobject:
-        raise CommandError(f"{show(path)} holds Python objects (object dtype or pickled data), which are not "
-                           "loaded (allow_pickle=False)")
-    needed = math.prod(shape) * dtype.itemsize
-    if offset + needed > size:
-        shown = "(" + ", ".join(number(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-        raise CommandError(f"{show(path)} is not a readable .npy file: it is truncated or corrupt, its header says shape {shown} of {dtype}, "
-                           f"{number(needed)} bytes, but the file has {size - offset} after the header")
-
-
-def _load(path: str) -> Any:
-    import warnings
-
-    import numpy as np
-
-    if _magic(path).startswith(b"PK"):  # np.load would open it as a zip and, if broken, leave it open
-        raise CommandError(f"{show(path)} is an .npz archive, not a .npy file")
-    _check_npy_header(path)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a corrupt header's overflow is an error, never a printed warning
-            data = np.load(path, mmap_mode="r", allow_pickle=False)
-    except OSError as exc:
-        raise CommandError(f"cannot read {show(path)}: {exc.strerror or exc}") from None
-    except Exception as exc:  # a corrupt file can raise almost anything (ValueError, EOFError, SyntaxError)
-        if not _has_npy_magic(path):  # NumPy calls anything but .npy and .npz "pickled data"
-            raise CommandError(f"{show(path)} is not a .npy file (it does not start with NumPy's magic string)") from None
-        if isinstance(exc, ValueError) and ("pickle" in str(exc) or "object" in str(exc).lower()):
-            raise CommandError(
-                f"{show(path)} holds Python objects (object dtype or pickled data), which are not loaded "
-                "(allow_pickle=False)"
-            ) from None
-        raise CommandError(f"{show(path)} is not a readable .npy file: {type(exc).__name__}: "
-                           f"{quote(str(exc), 200)[1:-1]}") from None
-    if not isinstance(data, np.ndarray):  # an .npz archive
-        close = getattr(data, "close", None)
-        if close is not None:
-            close()
-        raise CommandError(f"{show(path)} is an .npz archive, not a .npy file")
-    return data
-
-
-def _save(path: str, array: Any) -> None:
-    """``array`` as a .npy file at exactly ``path``, written whole or not at all."""
-    import numpy as np
-
-    # not np.save(path): it would append ".npy" to other names
-    write_file(path, lambda file: np.save(file, array, allow_pickle=False))
-
-
-def write_file(path: str, write: Callable[[Any], object]) -> None:
-    """:func:`datamove.files.write_atomically`, with its errors as CommandError."""
-    from .files import write_atomically
-
-    try:
-        write_atomically(path, write)
-    except DataMoveError as exc:
-        raise CommandError(str(exc)) from None
-    except OSError as exc:
-        raise CommandError(f"cannot write {show(path)}: {exc.strerror or exc} (no file was changed)") from None
-
-
-def check_target(path: str) -> None:
-    """Refuse an output that is not a regular file before doing the work."""
-    from .files import check_writable_target
-
-    try:
-        check_writable_target(path)
-    except DataMoveError as exc:
-        raise CommandError(str(exc)) from None
-
-
 def _run_command(args: argparse.Namespace) -> int:
     params = _parameters(args, required=True)
     check_target(args.output)
-    data = _load(args.input)
+    data = load_npy(args.input)
     operation = getattr(ops, args.operation)
     try:
         result = _call(operation, data, *params, engine=args.engine)
@@ -477,7 +356,7 @@ def _run_command(args: argparse.Namespace) -> int:
                f"{show(args.output)} {format_shape(result.shape)} {result.dtype}")
     # The input may be memory-mapped from the output file: the write goes to a new
     # file renamed over it, so the mapping keeps reading the old one.
-    _save(args.output, result)
+    save_npy(args.output, result)
     print(summary)
     return 0
 

@@ -21,8 +21,10 @@ Registering also gives the ONNX exporter its translations
 >>> ops = datamove.torch_ops.custom_ops()
 >>> sorted(ops)
 ['batch_to_space', 'depth_to_space', 'space_to_batch', 'space_to_depth']
->>> torch.ops.datamove.depth_to_space(torch.arange(4.0).reshape(1, 4, 1, 1), "blocks_first", 2).flatten().tolist()
-[0.0, 1.0, 2.0, 3.0]
+>>> torch.ops.datamove.depth_to_space.default._schema.name
+'datamove::depth_to_space'
+>>> custom_op_args("batch_to_space", ((1, 2), [0, 1], range(2)))
+([1, 2], [0, 1], [0, 1])
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..cli import CommandError, _load, check_target, format_shape, write_file
+from .. import opset
+from ..cli_common import CommandError, check_target, load_npy, write_file
+from ..dims import format_shape
 from ..errors import DataMoveError, quote, show
 
 __all__ = ["add_check_parser", "build_run_parser", "is_model_run", "check_command", "run_command",
@@ -65,8 +67,7 @@ _BYTES = re.compile(r"([0-9]{1,15})\s*([KMGT](?:i?B)?)?", re.IGNORECASE)
 
 _OPTIONS_WITH_VALUES = {"-i", "--input", "-o", "--output", "--bin", "--engine", "--max-bytes", "--block-shape", "--crops-begin",
                         "--crops-end", "--pads-begin", "--pads-end", "--mode", "--block-size"}
-_OPERATION_NAMES = {"batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space",
-                    "BatchToSpace", "SpaceToBatch", "SpaceToDepth", "DepthToSpace"}
+_OPERATION_NAMES = set(opset.NAMES) | set(opset.OPENVINO_TYPES)
 
 
 def is_model_run(argv: Sequence[str]) -> bool:
@@ -405,7 +406,7 @@ def run_command(args: argparse.Namespace) -> int:
             raise CommandError(f"-i {quote(item)}: write NAME=FILE.npy")
         if name in inputs:
             raise CommandError(f"-i {quote(name)}=...: given twice")
-        inputs[name] = _load(path)
+        inputs[name] = load_npy(path)
     if args.max_bytes is None:
         given = sum(array.nbytes for array in inputs.values())
         max_bytes = max(DEFAULT_MAX_BYTES, DEFAULT_MAX_FACTOR * given)

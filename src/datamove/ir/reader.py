@@ -38,9 +38,10 @@ import re
 import xml.etree.ElementTree as ElementTree
 from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
+from .. import opset
 from ..dims import INT64_MAX, DimLike, format_shape, parse_dim
 from ..errors import DataMoveError, number, quote, show
-from .model import ELEMENT_TYPES, Layer, Model, Port
+from .model import ELEMENT_TYPES, Layer, Model, Port, split_names
 
 __all__ = ["read_model", "parse_dims", "MAX_XML_BYTES", "MAX_XML_ELEMENTS", "MAX_XML_DEPTH", "MAX_XML_TOKEN_BYTES",
            "MAX_RANK"]
@@ -76,10 +77,7 @@ PORT_COUNTS: Dict[str, Tuple[int, int]] = {
     "Const": (0, 1),
     "Convert": (1, 1),
     "Result": (1, 0),
-    "BatchToSpace": (4, 1),
-    "SpaceToBatch": (4, 1),
-    "SpaceToDepth": (1, 1),
-    "DepthToSpace": (1, 1),
+    **{op.openvino_type: op.ports for op in opset.OPS.values()},
 }
 
 
@@ -120,16 +118,6 @@ def _integer(text: Optional[str], where: str, minimum: int = 0) -> int:
     if not _INTEGER.fullmatch(text) or not minimum <= int(text) <= INT64_MAX:
         raise DataMoveError(f"{where} must be an integer from {minimum} to 2**63 - 1, got {quote(text, 40)}")
     return int(text)
-
-
-def _split_names(text: Optional[str]) -> Tuple[str, ...]:
-    """OpenVINO's tensor-name lists: comma-separated, a literal comma escaped as ``\\,``."""
-    if not text:
-        return ()
-    if "\\" not in text:  # no escaped comma: a plain split, about twice as fast on a long list
-        return tuple(name for name in map(str.strip, text.split(",")) if name)
-    names = [part.replace("\\,", ",").strip() for part in re.split(r"(?<!\\),", text)]
-    return tuple(name for name in names if name)
 
 
 # ----------------------------------------------------------------- XML
@@ -263,7 +251,7 @@ def _port(element: ElementTree.Element, where: str) -> Port:
     dims = [_dim(dim.text or "", where, i) for i, dim in enumerate(dim_elements)]
     # OpenVINO writes no <dim> for both a scalar and an unknown rank; the reader keeps "no dims" as None.
     shape = tuple(dims) if dims else None
-    return Port(port_id, shape, element.get("precision"), _split_names(element.get("names")))
+    return Port(port_id, shape, element.get("precision"), split_names(element.get("names")))
 
 
 def _layer(element: ElementTree.Element) -> Layer:

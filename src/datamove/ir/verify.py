@@ -34,12 +34,12 @@ import numpy as np
 
 from ..dims import format_shape
 from ..errors import DataMoveError, brief, quote, show
-from .model import _OPERATIONS
+from .model import OPERATIONS
 
 __all__ = ["verify", "VerifyReport", "LayerReport", "Difference", "add_verify_parser", "verify_command"]
 
 #: The layer types verified, in the order messages name them.
-VERIFIED_TYPES = tuple(_OPERATIONS)
+VERIFIED_TYPES = tuple(OPERATIONS)
 #: How many differing elements a layer's report lists (all are counted).
 MAX_DIFFERENCES = 5
 _PARAMETERS = {"BatchToSpace": ("block_shape", "crops_begin", "crops_end"),
@@ -414,7 +414,7 @@ def verify(model_path: Any, inputs: Mapping[str, Any], *, device: str = "CPU", b
         raise DataMoveError(f"OpenVINO cannot read {show(model.xml_path)}: {_openvino_message(exc)}") from None
     report = VerifyReport(model=model.name, path=str(model.xml_path), device=device,
                           total_layers=len(ov_model.get_ops()))
-    nodes = [node for node in ov_model.get_ordered_ops() if node.get_type_name() in _OPERATIONS]
+    nodes = [node for node in ov_model.get_ordered_ops() if node.get_type_name() in OPERATIONS]
     if not nodes:
         return report
 
@@ -474,7 +474,7 @@ def verify(model_path: Any, inputs: Mapping[str, Any], *, device: str = "CPU", b
                             input_shape=tuple(data.shape), output_shape=tuple(got.shape), dtype=str(got.dtype),
                             elements=int(got.size))
         try:
-            expected = getattr(ops, _OPERATIONS[kind])(data, *arguments)
+            expected = getattr(ops, OPERATIONS[kind])(data, *arguments)
         except (DataMoveError, TypeError) as exc:
             layer.problem = f"datamove refuses what OpenVINO ran: {exc}"
         else:
@@ -520,7 +520,7 @@ def add_verify_parser(commands: Any) -> None:
 
 def _load_inputs(items: Sequence[str]) -> Dict[str, np.ndarray]:
     """``-i NAME=FILE.npy`` options as arrays, as ``datamove run MODEL.xml`` loads them."""
-    from ..cli import CommandError, _load
+    from ..cli_common import CommandError, load_npy
 
     inputs: Dict[str, np.ndarray] = {}
     for item in items:
@@ -529,7 +529,7 @@ def _load_inputs(items: Sequence[str]) -> Dict[str, np.ndarray]:
             raise CommandError(f"-i {quote(item)}: write NAME=FILE.npy")
         if name in inputs:
             raise CommandError(f"-i {quote(name)}=...: given twice")
-        inputs[name] = _load(path)
+        inputs[name] = load_npy(path)
     return inputs
 
 
@@ -537,7 +537,7 @@ def verify_command(args: argparse.Namespace) -> int:
     """``datamove verify``: print the report (or its JSON); 0 when every layer is equal, else 1."""
     import json
 
-    from ..cli import CommandError
+    from ..cli_common import CommandError
 
     inputs = _load_inputs(args.input)
     try:
