@@ -20,15 +20,13 @@ rule, its plan, an entry here, and each engine's function; the test
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 __all__ = ["Op", "OPS", "NAMES", "OPENVINO_TYPES", "by_openvino_type", "lookup"]
 
 
-@dataclass(frozen=True)
-class Op:
-    """One operation of the registry."""
+class Op(NamedTuple):
+    """One operation of the registry (a named tuple: no dataclasses import at ``import datamove``)."""
 
     name: str
     #: OpenVINO's type name (the IR's ``type`` attribute) and the opset that defines this version.
