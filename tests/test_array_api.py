@@ -172,9 +172,9 @@ def test_depth_errors_are_numpys(lib, op, data, mode, size, error, match):
 
 
 def engines_for_lib(x):
-    from datamove import arrays
+    from datamove import arrays, route
 
-    return arrays._able(x, arrays.numpy_view(x))
+    return route.able(arrays.facts(x))
 
 
 def test_engine_errors_name_the_engines_that_can(lib):

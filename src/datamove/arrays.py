@@ -31,15 +31,15 @@ streams it into any array-like target, e.g. a ``np.memmap``).
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from . import engines
+from . import engines, route
 from .engines import torch_layout
 from .errors import DataMoveError, brief
 
-__all__ = ["is_foreign", "checked", "library", "numpy_view", "run", "compiling", "compiled_call"]
+__all__ = ["is_foreign", "checked", "library", "numpy_view", "facts", "run", "compiling", "compiled_call"]
 
 # torch dtypes NumPy has (Tensor.numpy() gives them as themselves)
 _TORCH_NUMPY = (
@@ -138,6 +138,18 @@ def compiled_call(op: str, args: Tuple[Any, ...], data: Any, out: Any) -> Any:
     return out
 
 
+def _is_cupy(array: Any) -> bool:
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and isinstance(array, cupy.ndarray)
+
+
+def _nbytes(array: Any) -> int:
+    try:
+        return int(getattr(array, "nbytes", 0))
+    except Exception:  # an array whose size is not known yet (a lazy one with unknown chunks)
+        return 0
+
+
 def _is_torch(array: Any) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(array, torch.Tensor)
@@ -189,18 +201,6 @@ def _torch_view(tensor: Any) -> Optional[np.ndarray]:
         return tensor.numpy()
     except (RuntimeError, TypeError):  # e.g. a functorch-wrapped tensor
         return None
-
-
-def _able(data: Any, view: Optional[np.ndarray]) -> List[str]:
-    """The engines that can take ``data``, in :data:`engines.ENGINES` order."""
-    able = set(engines.engines_for(view)) if view is not None else set()
-    from .engines import array_api_engine, triton_engine
-
-    if array_api_engine.can_take(data):
-        able.add("array_api")
-    if triton_engine.can_take(data):
-        able.add("triton")
-    return [name for name in engines.ENGINES if name in able]
 
 
 def _check_engine(engine: Any) -> None:
@@ -289,6 +289,27 @@ def _write(out: Any, result: Any) -> None:
         out[...] = result
 
 
+def facts(data: Any, engine: str = "auto", out: Any = None, view: Any = False) -> route.Facts:
+    """The facts :func:`datamove.route.route` decides ``data``'s path from (``view``: its NumPy view, if known).
+
+    >>> import numpy as np
+    >>> from datamove import route
+    >>> route.able(facts(np.zeros(3)))
+    ['numpy', 'native', 'array_api']
+    """
+    from .engines import array_api_engine, triton_engine
+
+    if view is False:
+        view = data if isinstance(data, np.ndarray) else numpy_view(data)
+    device = getattr(data, "device", None)
+    return route.Facts(
+        library(data), engine, view=view is not None, namespace=array_api_engine.can_take(data),
+        triton=triton_engine.can_take(data), cuda=getattr(device, "type", None) == "cuda" or _is_cupy(data),
+        nbytes=_nbytes(data),
+        out_view=out is None or not _is_torch(out) or numpy_view(out) is not None,
+    )
+
+
 def run(op: str, params: Dict[str, Any], plan: Any, data: Any, out: Any, engine: Any, check_numpy_out: Callable[..., None]) -> Any:
     """Execute validated ``op`` on ``data`` of any library; ``datamove.ops`` calls this.
 
@@ -314,26 +335,13 @@ def run(op: str, params: Dict[str, Any], plan: Any, data: Any, out: Any, engine:
         _check_out(data, out, shape)
     from .engines import triton_engine
 
-    if (engine == "auto" and triton_engine.wants(data)) or (engine == "triton" and triton_engine.can_take(data)):
+    view = numpy_view(data)
+    path = route.route(facts(data, engine, out, view))
+    if path.engine == "triton":
         return triton_engine.apply(op, params, data, out)  # CUDA arrays: one fused kernel
-    view = numpy_view(data) if engine not in ("array_api", "triton") else None
-    able = _able(data, view if view is not None else numpy_view(data))
-    if engine == "auto":
-        if view is not None and (_is_torch(data) or not _able_namespace(data)):
-            if out is None or numpy_view(out) is not None or not _is_torch(out):
-                return _run_on_view(plan, view, data, out, "auto")
-        if "array_api" not in able:
-            raise DataMoveError(f"no engine of this version can take a {library(data)}; convert it with numpy.asarray")
-        engine = "array_api"
-    elif engine not in able:
-        missing = f"cannot take this {library(data)}"
-        if engine == "triton":
-            missing += (" (it takes PyTorch and CuPy arrays on a CUDA device, and CPU tensors under TRITON_INTERPRET=1, "
-                        "with triton installed; strided tensors without a lazy conjugate or negative bit: "
-                        "call resolve_conj() / resolve_neg() first)")
-        raise DataMoveError(f"engine {engine!r} {missing}; engines that can: {able}")
-    if engine != "array_api":
-        return _run_on_view(plan, view, data, out, engine)
+    if path.through_view:
+        assert view is not None
+        return _run_on_view(plan, view, data, out, path.engine)
     result = array_api_engine.apply(op, params, data)
     if out is None:
         return result

@@ -18,21 +18,17 @@ import importlib
 from typing import TYPE_CHECKING, Any, Callable, List, Protocol, cast
 
 from ..errors import DataMoveError, brief
+from ..route import ENGINES, NATIVE_MIN_BYTES  # the route table's names and threshold
 
 if TYPE_CHECKING:
     from ..plans import Plan
 
 __all__ = ["ENGINES", "NATIVE_MIN_BYTES", "select", "engines_for"]
 
-#: Every engine name of the design, in the order ``"auto"`` tries them.
-ENGINES = ("numpy", "native", "array_api", "triton")
 
 # The engines this version provides, by module.
 _MODULES = {"numpy": "numpy_engine", "native": "native_engine", "array_api": "array_api_engine", "triton": "triton_engine"}
 
-#: Input size from which ``"auto"`` runs NumPy arrays on the native engine
-#: (below it, a strided ``np.copyto`` costs less than lowering and the call).
-NATIVE_MIN_BYTES = 1 << 17
 
 
 #: An engine's ``execute(plan, data, out)``: writes ``plan`` applied to ``data`` into ``out``, returns ``out``.

@@ -42,11 +42,7 @@ from . import moves, torch_layout
 
 __all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "execute", "run", "Planned", "configure"]
 
-#: Input size from which ``engine="auto"`` gives a CUDA array to this engine.
-#: A call costs about 55 us of host time here (Triton's launcher is half of it)
-#: against PyTorch's 14 us, so on an H100 the kernel's saving (0.3-2.4x a
-#: device copy) pays for it only from about 50-60 MiB; below, PyTorch's ops.
-TRITON_MIN_BYTES = 64 << 20
+from ..route import TRITON_MIN_BYTES  # the route table's threshold, re-exported
 
 # Tile elements per program, by word width (4-16 KiB per program; larger tiles measured no faster).
 _TILE = {1: 4096, 2: 4096, 4: 4096, 8: 2048}

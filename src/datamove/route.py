@@ -1,0 +1,99 @@
+"""Which path runs a call on an array that is not a NumPy array: one table, from plain facts about the call.
+
+:func:`route` takes :class:`Facts` (the array's library, the engine asked
+for, whether a zero-copy NumPy view of it exists, whether the array-API
+engine and the GPU engine can take it, its device and size) and returns the
+:class:`Route`: the engine, and whether it runs on the NumPy view. A forced
+``engine=`` is checked against the same table, and the message naming the
+engines that can take the array comes from it. It imports nothing: the
+facts are gathered by :mod:`datamove.arrays`, which then follows the route.
+
+>>> torch_cpu = Facts("torch.Tensor", "auto", view=True, namespace=True, triton=False, cuda=False, nbytes=1 << 20)
+>>> route(torch_cpu)
+Route(engine='native', through_view=True)
+>>> route(torch_cpu._replace(nbytes=4096))
+Route(engine='numpy', through_view=True)
+>>> route(torch_cpu._replace(view=False))          # a tensor that needs a gradient: no view
+Route(engine='array_api', through_view=False)
+>>> cuda = torch_cpu._replace(view=False, triton=True, cuda=True, nbytes=TRITON_MIN_BYTES)
+>>> route(cuda), route(cuda._replace(nbytes=1 << 20))
+(Route(engine='triton', through_view=False), Route(engine='array_api', through_view=False))
+>>> route(torch_cpu._replace(engine="triton"))
+Traceback (most recent call last):
+    ...
+datamove.errors.DataMoveError: engine 'triton' cannot take this torch.Tensor (it takes PyTorch and CuPy arrays on a CUDA device, and CPU tensors under TRITON_INTERPRET=1, with triton installed; strided tensors without a lazy conjugate or negative bit: call resolve_conj() / resolve_neg() first); engines that can: ['numpy', 'native', 'array_api']
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple
+
+from .errors import DataMoveError
+
+__all__ = ["Facts", "Route", "route", "able", "ENGINES", "NATIVE_MIN_BYTES", "TRITON_MIN_BYTES"]
+
+#: Every engine name, in the order ``"auto"`` tries them.
+ENGINES = ("numpy", "native", "array_api", "triton")
+#: From this many input bytes a NumPy array (or view) runs on the compiled core, below it on a strided
+#: ``np.copyto``, which costs less than lowering and the call.
+NATIVE_MIN_BYTES = 1 << 17
+#: From this many bytes a CUDA array runs on the GPU kernel: below it a launch's host cost (about 55 us,
+#: half of it Triton's launcher) is more than the kernel saves over PyTorch's own ops.
+TRITON_MIN_BYTES = 64 << 20
+
+
+class Facts(NamedTuple):
+    """What decides a call's path."""
+
+    #: The array's kind as messages name it: ``"torch.Tensor"``, ``"jax.Array"``, ``"dask.array.Array"``, ...
+    kind: str
+    #: The engine asked for: ``"auto"`` or one of :data:`ENGINES`.
+    engine: str
+    #: A NumPy array over the data's memory exists (CPU, no gradient needed, not lazy): the NumPy engines can run.
+    view: bool
+    #: ``array_api_compat`` knows the array's namespace: the array-API engine can run.
+    namespace: bool
+    #: The GPU engine can take it (with Triton installed: a CUDA array, or a CPU tensor under its interpreter).
+    triton: bool
+    #: The array is on a CUDA device.
+    cuda: bool
+    #: The input's size in bytes.
+    nbytes: int
+    #: ``out=`` is absent, or writable through a NumPy view, or not a PyTorch tensor.
+    out_view: bool = True
+
+
+class Route(NamedTuple):
+    """The path of a call."""
+
+    engine: str
+    #: The engine runs on NumPy views of the arrays' memory (zero copy), not on the arrays themselves.
+    through_view: bool
+
+
+_TRITON_TAKES = ("it takes PyTorch and CuPy arrays on a CUDA device, and CPU tensors under TRITON_INTERPRET=1, "
+                 "with triton installed; strided tensors without a lazy conjugate or negative bit: "
+                 "call resolve_conj() / resolve_neg() first")
+
+
+def able(facts: Facts) -> List[str]:
+    """The engines that can take the array, in :data:`ENGINES` order."""
+    can = {"numpy": facts.view, "native": facts.view, "array_api": facts.namespace, "triton": facts.triton}
+    return [name for name in ENGINES if can[name]]
+
+
+def route(facts: Facts) -> Route:
+    """The path of a call with ``facts``; a DataMoveError when no engine (or not the one asked for) can take it."""
+    if facts.engine == "auto":
+        if facts.triton and facts.cuda and facts.nbytes >= TRITON_MIN_BYTES:
+            return Route("triton", False)  # one fused kernel
+        if facts.view and facts.out_view and (facts.kind == "torch.Tensor" or not facts.namespace):
+            return Route("native" if facts.nbytes >= NATIVE_MIN_BYTES else "numpy", True)
+        if facts.namespace:
+            return Route("array_api", False)
+        raise DataMoveError(f"no engine of this version can take a {facts.kind}; convert it with numpy.asarray")
+    names = able(facts)
+    if facts.engine not in names:
+        missing = f"cannot take this {facts.kind}" + (f" ({_TRITON_TAKES})" if facts.engine == "triton" else "")
+        raise DataMoveError(f"engine {facts.engine!r} {missing}; engines that can: {names}")
+    return Route(facts.engine, facts.engine in ("numpy", "native"))

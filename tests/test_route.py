@@ -1,0 +1,92 @@
+"""The route table (datamove.route): plain facts about a call -> its path, tested as a table (no PyTorch, no GPU)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from datamove import DataMoveError, arrays, route
+from datamove.route import NATIVE_MIN_BYTES as NATIVE, TRITON_MIN_BYTES as GPU, Facts, Route
+
+BIG, SMALL = 1 << 30, 4096
+T, J, D, C, S = "torch.Tensor", "jax.Array", "dask.array.Array", "cupy.ndarray", "array_api_strict.Array"
+
+
+def f(kind, engine="auto", view=False, namespace=True, triton=False, cuda=False, nbytes=BIG, out_view=True):
+    return Facts(kind, engine, view, namespace, triton, cuda, nbytes, out_view)
+
+
+ROUTES = [
+    # a PyTorch CPU tensor, no gradient: zero copy on a NumPy view, the compiled core from NATIVE bytes
+    (f(T, view=True, nbytes=NATIVE), Route("native", True)),
+    (f(T, view=True, nbytes=NATIVE - 1), Route("numpy", True)),
+    # ... but an out= tensor without a NumPy view (it needs a gradient): the generic path
+    (f(T, view=True, out_view=False), Route("array_api", False)),
+    # a tensor that needs a gradient, or on a GPU without Triton: generic (autograd differentiates it)
+    (f(T), Route("array_api", False)),
+    (f(T, cuda=True), Route("array_api", False)),
+    # a CUDA tensor with Triton: the kernel from GPU bytes, PyTorch's ops below
+    (f(T, triton=True, cuda=True, nbytes=GPU), Route("triton", False)),
+    (f(T, triton=True, cuda=True, nbytes=GPU - 1), Route("array_api", False)),
+    (f(C, triton=True, cuda=True, nbytes=GPU), Route("triton", False)),
+    # a CPU tensor under Triton's interpreter is not a GPU call: the view
+    (f(T, view=True, triton=True, cuda=False, nbytes=GPU), Route("native", True)),
+    # arrays of libraries with a namespace stay there even with a view (their result must be their kind)
+    (f(J, view=True), Route("array_api", False)),
+    (f(D), Route("array_api", False)),
+    (f(S, view=True, nbytes=SMALL), Route("array_api", False)),
+    # an object that only speaks DLPack: the view
+    (f("foo.Bar", view=True, namespace=False, nbytes=SMALL), Route("numpy", True)),
+    # forced engines, where they can run
+    (f(T, "numpy", view=True), Route("numpy", True)),
+    (f(T, "native", view=True, nbytes=SMALL), Route("native", True)),
+    (f(T, "array_api", view=True), Route("array_api", False)),
+    (f(J, "numpy", view=True), Route("numpy", True)),
+    (f(T, "triton", triton=True, cuda=True, nbytes=SMALL), Route("triton", False)),
+    (f(T, "triton", view=True, triton=True), Route("triton", False)),
+]
+
+
+@pytest.mark.parametrize("facts, expected", ROUTES, ids=[f"{i}" for i in range(len(ROUTES))])
+def test_route_table(facts, expected):
+    assert route.route(facts) == expected
+
+
+REFUSED = [
+    (f("foo.Bar", namespace=False), "no engine of this version can take a foo.Bar; convert it with numpy.asarray"),
+    (f(T, "numpy"), "engine 'numpy' cannot take this torch.Tensor; engines that can: ['array_api']"),
+    (f(T, "native", cuda=True, triton=True), "engine 'native' cannot take this torch.Tensor; engines that can: "
+                                             "['array_api', 'triton']"),
+    (f(J, "triton", view=True), "engine 'triton' cannot take this jax.Array (it takes PyTorch and CuPy arrays on a "
+                                "CUDA device"),
+    (f("foo.Bar", "array_api", view=True, namespace=False), "engine 'array_api' cannot take this foo.Bar; engines "
+                                                             "that can: ['numpy', 'native']"),
+]
+
+
+@pytest.mark.parametrize("facts, message", REFUSED, ids=[f"{i}" for i in range(len(REFUSED))])
+def test_refusals_name_the_engines_that_can(facts, message):
+    with pytest.raises(DataMoveError, match=re.escape(message)):
+        route.route(facts)
+
+
+def test_able_follows_the_facts():
+    assert route.able(f(T, view=True, triton=True)) == ["numpy", "native", "array_api", "triton"]
+    assert route.able(f(D)) == ["array_api"]
+    assert route.able(f("foo.Bar", namespace=False)) == []
+
+
+def test_facts_of_real_arrays():
+    x = np.zeros((2, 3), np.float32)
+    facts = arrays.facts(x)
+    assert (facts.kind, facts.view, facts.namespace, facts.triton, facts.cuda, facts.nbytes) == (
+        "numpy.ndarray", True, True, False, False, 24)
+    assert arrays.facts(np.zeros(2, object)).namespace is False  # outside the standard's dtypes
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(4, 4)
+    assert route.route(arrays.facts(t)) == Route("numpy", True)
+    needs_grad = torch.zeros(4, 4, requires_grad=True)
+    assert route.route(arrays.facts(needs_grad)) == Route("array_api", False)
+    assert route.route(arrays.facts(t, out=needs_grad)).engine == "array_api"
