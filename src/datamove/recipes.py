@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 import sys
-from collections import OrderedDict
 from typing import Any, Callable, Hashable, List, Optional, Tuple
 
 import numpy as np
 
 from . import engines
+from .caches import BoundedCache
 from .engines import torch_layout
 from .errors import DataMoveError
 from .plans import Plan
@@ -38,7 +38,7 @@ __all__ = ["Recipe", "TorchRecipe", "RECIPES", "depth_key", "space_key", "torch_
 
 _MAX = 512
 #: The recipes, most recently made last; ``RECIPES.get(key)`` finds one.
-RECIPES: "OrderedDict[Hashable, Recipe]" = OrderedDict()
+RECIPES: "BoundedCache[Any]" = BoundedCache(_MAX)
 _WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 # (shape, strides, offset in bytes) of a view over a buffer, in words
@@ -250,13 +250,7 @@ def store_torch(recipe_key: Hashable, op: str, params: dict, plan: Plan, data: A
 
 def _keep(recipe_key: Hashable, recipe: Any) -> Any:
     """Keep ``recipe`` under ``recipe_key``, forgetting the oldest past :data:`_MAX`; return it."""
-    RECIPES[recipe_key] = recipe
-    if len(RECIPES) > _MAX:
-        try:  # another thread may have evicted it first: each dict operation is atomic, the pair is not
-            RECIPES.popitem(last=False)
-        except KeyError:
-            pass
-    return recipe
+    return RECIPES.put(recipe_key, recipe)
 
 
 class Recipe:

@@ -24,11 +24,12 @@ Outputs of :data:`STREAM_BYTES` or more are written with non-temporal stores
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, Dict, Hashable, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
 from .. import threads
+from ..caches import BoundedCache
 from ..plans import Plan
 from . import numpy_engine
 from .strided import _address, lower, lower_fill, lower_window
@@ -167,17 +168,11 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray) -> bytes:
             fill = lower_fill(out, view, widest=16)
             steps += _split("fill", fill.word, 0, 0, fill.dst_start, fill.loops)
     found = np.array([len(steps)] + [x for s in steps for x in s], dtype=np.int64).tobytes()
-    _PROGRAMS[key] = found
-    if len(_PROGRAMS) > _MAX_PROGRAMS:
-        try:  # another thread may evict the same one: dict operations are atomic, this pair is not
-            del _PROGRAMS[next(iter(_PROGRAMS))]
-        except (KeyError, RuntimeError, StopIteration):
-            pass
-    return found
+    return _PROGRAMS.put(key, found)
 
 
-_PROGRAMS: Dict[Hashable, bytes] = {}
 _MAX_PROGRAMS = 256
+_PROGRAMS: "BoundedCache[bytes]" = BoundedCache(_MAX_PROGRAMS)
 
 
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:

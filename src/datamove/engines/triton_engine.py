@@ -37,6 +37,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from .. import opset
+from ..caches import BoundedCache
 from ..errors import DataMoveError
 from . import moves, torch_layout
 
@@ -48,7 +49,7 @@ from ..route import TRITON_MIN_BYTES  # the route table's threshold, re-exported
 _TILE = {1: 4096, 2: 4096, 4: 4096, 8: 2048}
 _WARPS = 8
 _WORD_DTYPES = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-_TABLES: Dict[Tuple[Any, ...], Any] = {}
+_TABLES: "BoundedCache[Any]" = BoundedCache(512)
 
 
 @functools.lru_cache(maxsize=None)
@@ -152,9 +153,7 @@ def _table(m: moves.Move, device: Any) -> Any:
         for off, lim, wr, wa, wc, coefs in m.conditions:
             values += [off, lim, wr, wa, wc, *coefs]
         table = torch.tensor(values or [0], dtype=torch.int64, device=device)
-        if len(_TABLES) > 512:
-            _TABLES.clear()
-        _TABLES[key] = table
+        _TABLES.put(key, table)
     return table
 
 
@@ -227,7 +226,7 @@ class _Launch:
         return out
 
 
-_LAUNCHES: Dict[Tuple[Any, ...], _Launch] = {}
+_LAUNCHES: "BoundedCache[_Launch]" = BoundedCache(512)
 
 
 def _launch(op: str, params: Dict[str, Any], data: Any, out: Any, alignment: int) -> _Launch:
@@ -241,9 +240,7 @@ def _launch(op: str, params: Dict[str, Any], data: Any, out: Any, alignment: int
         # offsets inside a tile need 64 bits past 2**31 words
         span = max(_span(data) * data.element_size(), _span(out) * out.element_size()) // max(m.word, 1)
         launch = _Launch(m, alignment, data.device, span + abs(m.src0) + abs(m.dst0) >= 2 ** 31 - 1)
-        if len(_LAUNCHES) > 512:
-            _LAUNCHES.clear()
-        _LAUNCHES[key] = launch
+        _LAUNCHES.put(key, launch)
     return launch
 
 
