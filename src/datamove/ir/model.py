@@ -525,6 +525,30 @@ class Model:
             names[name] = layer
         return names
 
+    def checked_inputs(self, inputs: Mapping[str, Any]) -> Dict[int, np.ndarray]:
+        """``inputs`` checked as :meth:`run` checks them (every Parameter once, by name; dtype and shape):
+        ``Parameter id -> array``."""
+        if not isinstance(inputs, Mapping):
+            raise TypeError(f"inputs must be a mapping of Parameter names to arrays, got {type(inputs).__name__}")
+        accepted = self.input_names()
+        given: Dict[int, np.ndarray] = {}
+        for key, value in inputs.items():
+            if key not in accepted:
+                known = [quote(layer.name) for layer in self.parameters[:8]]
+                more = f" and {len(self.parameters) - 8} more" if len(self.parameters) > 8 else ""
+                raise DataMoveError(f"input {quote(key)} is not a Parameter of the model; its inputs are "
+                                    f"{', '.join(known) or '(none)'}{more}")
+            layer = accepted[key]
+            if layer.id in given:
+                raise DataMoveError(f"input {quote(key)} names {layer.describe()}, which was given already")
+            given[layer.id] = self._checked_input(layer, key, value)
+        missing = [layer.name for layer in self.parameters if layer.id not in given]
+        if missing:
+            more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+            raise DataMoveError(f"missing input(s) {', '.join(map(quote, missing[:8]))}{more}: every Parameter "
+                                "needs an array")
+        return given
+
     def run(self, inputs: Mapping[str, Any], *, engine: Engine = "auto", max_bytes: Optional[int] = None,
             allocate: Optional[Callable[[str, Tuple[int, ...], np.dtype[Any]], NDArray[Any]]] = None,
             progress: Optional[Callable[[int, int, Optional[Layer]], object]] = None) -> Dict[str, NDArray[Any]]:
@@ -585,25 +609,7 @@ class Model:
                 f"cannot run {unsupported[0]}{f' (and {len(unsupported) - 1} more)' if len(unsupported) > 1 else ''}"
                 f": datamove runs only {', '.join(RUNNABLE_TYPES)}"
             )
-        if not isinstance(inputs, Mapping):
-            raise TypeError(f"inputs must be a mapping of Parameter names to arrays, got {type(inputs).__name__}")
-        accepted = self.input_names()
-        given: Dict[int, np.ndarray] = {}
-        for key, value in inputs.items():
-            if key not in accepted:
-                known = [quote(layer.name) for layer in self.parameters[:8]]
-                more = f" and {len(self.parameters) - 8} more" if len(self.parameters) > 8 else ""
-                raise DataMoveError(f"input {quote(key)} is not a Parameter of the model; its inputs are "
-                                    f"{', '.join(known)}{more}")
-            layer = accepted[key]
-            if layer.id in given:
-                raise DataMoveError(f"input {quote(key)} names {layer.describe()}, which was given already")
-            given[layer.id] = self._checked_input(layer, key, value)
-        missing = [layer.name for layer in self.parameters if layer.id not in given]
-        if missing:
-            more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-            raise DataMoveError(f"missing input(s) {', '.join(map(quote, missing[:8]))}{more}: every Parameter "
-                                "needs an array")
+        given = self.checked_inputs(inputs)
 
         values: Dict[Tuple[int, int], np.ndarray] = {}
         outputs: Dict[int, np.ndarray] = {}

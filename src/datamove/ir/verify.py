@@ -308,30 +308,6 @@ def _settings(core: Any, device: str, config: Optional[Mapping[str, Any]]) -> Di
     return settings
 
 
-def _checked_inputs(model: Any, inputs: Mapping[str, Any]) -> Dict[int, np.ndarray]:
-    """``inputs`` checked as :meth:`Model.run` checks them (names, dtypes, shapes): ``Parameter id -> array``."""
-    if not isinstance(inputs, Mapping):
-        raise TypeError(f"inputs must be a mapping of Parameter names to arrays, got {type(inputs).__name__}")
-    accepted = model.input_names()
-    given: Dict[int, np.ndarray] = {}
-    for key, value in inputs.items():
-        if key not in accepted:
-            names = [quote(layer.name) for layer in model.parameters[:8]]
-            more = f" and {len(model.parameters) - 8} more" if len(model.parameters) > 8 else ""
-            raise DataMoveError(f"input {quote(key)} is not a Parameter of the model; its inputs are "
-                                f"{', '.join(names) or '(none)'}{more}")
-        layer = accepted[key]
-        if layer.id in given:
-            raise DataMoveError(f"input {quote(key)} names {layer.describe()}, which was given already")
-        given[layer.id] = model._checked_input(layer, key, value)
-    missing = [layer.name for layer in model.parameters if layer.id not in given]
-    if missing:
-        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-        raise DataMoveError(f"missing input(s) {', '.join(map(quote, missing[:8]))}{more}: every Parameter "
-                            "needs an array")
-    return given
-
-
 def verify(model_path: Any, inputs: Mapping[str, Any], *, device: str = "CPU", bin_path: Any = None,
            config: Optional[Mapping[str, Any]] = None, max_differences: int = MAX_DIFFERENCES) -> VerifyReport:
     """Run a model in OpenVINO and recompute each of its data-movement layers with datamove.
@@ -405,7 +381,7 @@ def verify(model_path: Any, inputs: Mapping[str, Any], *, device: str = "CPU", b
     if max_differences < 0:
         raise DataMoveError(f"max_differences must be 0 or more, got {brief(max_differences)}")
     model = read_model(model_path, bin_path)
-    given = _checked_inputs(model, inputs)
+    given = model.checked_inputs(inputs)
     openvino = _import_openvino()
     core = openvino.Core()
     try:
