@@ -38,6 +38,7 @@ import numpy as np
 from . import engines, route
 from .engines import torch_layout
 from .errors import DataMoveError, brief
+from .outputs import unaliased
 
 __all__ = ["is_foreign", "checked", "library", "numpy_view", "facts", "run", "compiling", "compiled_call"]
 
@@ -276,9 +277,7 @@ def _run_on_view(plan: Any, view: np.ndarray, data: Any, out: Any, engine: str) 
         result = np.empty(plan.out_shape, view.dtype)
         _write(out, _from_numpy(execute(plan, view, result), data))
         return out
-    if np.may_share_memory(view, target):
-        view = view.copy()  # a permutation cannot be done in place
-    execute(plan, view, target)
+    execute(plan, unaliased(view, target), target)
     return out
 
 

@@ -15,6 +15,8 @@ import numpy as np
 from . import arrays, engines, params, plans, recipes, shapes, torch_ops
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
+from .outputs import allocate, refuse_masked as _refuse_masked, unaliased
+from .outputs import check_out as _check_out  # the NumPy out= rules, passed to the recipes
 from .typing import ArrayT, DataFormat, Engine, IntVector, Mode, ScalarT
 
 if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
@@ -25,14 +27,6 @@ __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space
 
 # A repeated call with the same shapes skips validation and planning (see datamove.recipes).
 _RECIPES = recipes.RECIPES
-
-
-def _refuse_masked(value: Any, name: str) -> None:
-    ma = sys.modules.get("numpy.ma")  # no masked array exists before numpy.ma is imported
-    if ma is not None and isinstance(value, ma.MaskedArray):
-        hint = ("move the data and the mask separately (numpy.ma.getdata(data), numpy.ma.getmaskarray(data))"
-                if name == "data" else "pass numpy.ma.getdata(out) to write into its data")
-        raise TypeError(f"{name} is a masked array, whose mask the operation would not move: {hint}")
 
 
 def _as_array(data: Any) -> Any:
@@ -56,37 +50,7 @@ def _require(**values: Any) -> None:
             raise TypeError(f"{name} is required (None means 'unknown' only in datamove.shapes)")
 
 
-def _check_out(out: Any, shape: Tuple[int, ...], dtype: np.dtype[Any]) -> None:
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy.ndarray like data, got {type(out).__name__}")
-    if out.shape != shape:
-        raise DataMoveError(f"out.shape must be the output shape {shape}, got {out.shape}")
-    if out.dtype != dtype:
-        raise DataMoveError(f"out.dtype must be data.dtype = {dtype}, got {out.dtype}")
-    if not out.flags.writeable:
-        raise DataMoveError("out must be writeable, got a read-only array")
-    if type(out) is not np.ndarray:
-        _refuse_masked(out, "out")
-    if not out.flags.c_contiguous and not out.flags.f_contiguous:
-        _check_no_self_overlap(out)
 
-
-def _check_no_self_overlap(out: np.ndarray[Any, Any]) -> None:
-    """Refuse an ``out`` whose elements may overlap (a zero stride: ``np.broadcast_to``, ``as_strided``).
-
-    Its axes, sorted by stride, must each step past everything the smaller
-    ones span: then no two elements share a byte (the last write would win).
-    """
-    if out.size == 0:
-        return
-    span = out.itemsize
-    for stride, size, axis in sorted((abs(s), n, i) for i, (n, s) in enumerate(zip(out.shape, out.strides)) if n > 1):
-        if stride < span:
-            raise DataMoveError(
-                f"out's elements overlap: axis {axis} of size {size} has stride {out.strides[axis]} bytes "
-                f"(out.strides = {out.strides}, itemsize {out.itemsize}); give an array that owns its elements"
-            )
-        span = stride * (size - 1) + span
 
 
 def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
@@ -111,16 +75,11 @@ def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = N
     recipe = recipes.store(recipe_key, plan, data, engine)
     if recipe is not None:
         return recipe(data, out, _check_out)
-    shape = plan.out_shape
     if out is None:
-        try:
-            out = np.empty(shape, data.dtype)
-        except ValueError as exc:  # "array is too big"
-            raise DataMoveError(f"the output shape {shape} of dtype {data.dtype} is too big: {exc}") from None
+        out = allocate(plan.out_shape, data.dtype)
     else:
-        _check_out(out, shape, data.dtype)
-        if np.may_share_memory(data, out):
-            data = data.copy()  # a permutation cannot be done in place
+        _check_out(out, plan.out_shape, data.dtype)
+        data = unaliased(data, out)
     return execute(plan, data, out)
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from . import engines
 from .caches import BoundedCache
+from .outputs import allocate, unaliased
 from .engines import torch_layout
 from .errors import DataMoveError
 from .plans import Plan
@@ -323,14 +324,10 @@ class Recipe:
                 if item is not self.dtype:
                     result = result.reshape(-1).view(np.uint8).view(self.dtype)
                 return result.reshape(self.out_shape)
-            try:
-                out = np.empty(self.out_shape, self.dtype)
-            except ValueError as exc:  # "array is too big"
-                raise DataMoveError(f"the output shape {self.out_shape} of dtype {self.dtype} is too big: {exc}") from None
+            out = allocate(self.out_shape, self.dtype)
         else:
             check_out(out, self.out_shape, self.dtype)
-            if np.may_share_memory(data, out):
-                data = data.copy()  # a permutation cannot be done in place
+            data = unaliased(data, out)
             if self.copies is not None and not out.flags.c_contiguous:
                 return self.execute(self.plan, data, out)
             if self.two_step is not None:  # small: a third copy beats one NumPy call per piece

@@ -1,0 +1,79 @@
+"""NumPy outputs: the checks of ``out=``, the result's allocation, and the input copied when it overlaps ``out``.
+
+One place for what every NumPy path needs (:mod:`datamove.ops`, the recipes
+of :mod:`datamove.recipes`, the zero-copy views of :mod:`datamove.arrays`).
+
+>>> import numpy as np
+>>> check_out(np.empty((2, 3)), (2, 3), np.dtype(np.float64))
+>>> check_out(np.empty((3, 2)), (2, 3), np.dtype(np.float64))
+Traceback (most recent call last):
+    ...
+datamove.errors.DataMoveError: out.shape must be the output shape (2, 3), got (3, 2)
+>>> x = np.arange(4); unaliased(x, x[::-1]) is x
+False
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Tuple
+
+import numpy as np
+
+from .errors import DataMoveError
+
+__all__ = ["check_out", "refuse_masked", "allocate", "unaliased"]
+
+
+def refuse_masked(value: Any, name: str) -> None:
+    ma = sys.modules.get("numpy.ma")  # no masked array exists before numpy.ma is imported
+    if ma is not None and isinstance(value, ma.MaskedArray):
+        hint = ("move the data and the mask separately (numpy.ma.getdata(data), numpy.ma.getmaskarray(data))"
+                if name == "data" else "pass numpy.ma.getdata(out) to write into its data")
+        raise TypeError(f"{name} is a masked array, whose mask the operation would not move: {hint}")
+
+
+def check_out(out: Any, shape: Tuple[int, ...], dtype: np.dtype[Any]) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray like data, got {type(out).__name__}")
+    if out.shape != shape:
+        raise DataMoveError(f"out.shape must be the output shape {shape}, got {out.shape}")
+    if out.dtype != dtype:
+        raise DataMoveError(f"out.dtype must be data.dtype = {dtype}, got {out.dtype}")
+    if not out.flags.writeable:
+        raise DataMoveError("out must be writeable, got a read-only array")
+    if type(out) is not np.ndarray:
+        refuse_masked(out, "out")
+    if not out.flags.c_contiguous and not out.flags.f_contiguous:
+        _check_no_self_overlap(out)
+
+
+def _check_no_self_overlap(out: np.ndarray[Any, Any]) -> None:
+    """Refuse an ``out`` whose elements may overlap (a zero stride: ``np.broadcast_to``, ``as_strided``).
+
+    Its axes, sorted by stride, must each step past everything the smaller
+    ones span: then no two elements share a byte (the last write would win).
+    """
+    if out.size == 0:
+        return
+    span = out.itemsize
+    for stride, size, axis in sorted((abs(s), n, i) for i, (n, s) in enumerate(zip(out.shape, out.strides)) if n > 1):
+        if stride < span:
+            raise DataMoveError(
+                f"out's elements overlap: axis {axis} of size {size} has stride {out.strides[axis]} bytes "
+                f"(out.strides = {out.strides}, itemsize {out.itemsize}); give an array that owns its elements"
+            )
+        span = stride * (size - 1) + span
+
+
+def allocate(shape: Tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
+    """A new C-contiguous array for a result; an output too big for NumPy is a DataMoveError."""
+    try:
+        return np.empty(shape, dtype)
+    except ValueError as exc:  # "array is too big"
+        raise DataMoveError(f"the output shape {shape} of dtype {dtype} is too big: {exc}") from None
+
+
+def unaliased(data: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``data``, or a copy of it when it may share memory with ``out``: a permutation cannot be done in place."""
+    return data.copy() if np.may_share_memory(data, out) else data
