@@ -25,6 +25,9 @@ pytest.importorskip("onnxscript")
 
 import datamove  # noqa: E402
 from datamove import formulas, nn, torch_ops  # noqa: E402
+from datamove.compat import onnx as compat_onnx  # noqa: E402
+from datamove.compat import tensorflow as compat_tensorflow  # noqa: E402
+from datamove.compat import torch as compat_torch  # noqa: E402
 
 # The exporters and the opsets tested: TorchScript's lowest and highest; the dynamo exporter's own
 # (its functions are written for 18: it converts lower ones up to 18) and the newest onnxruntime runs.
@@ -273,3 +276,31 @@ def test_formula_steps_agree_with_the_ops():
         s = formulas.steps(op, params, shape)
         assert s.out_shape == getattr(datamove.shapes, op)(shape, *args)
         assert np.array_equal(formulas.run(s, x), getattr(datamove, op)(x, *args))
+
+
+COMPAT = [
+    ("torch.pixel_shuffle-5d", lambda x: compat_torch.pixel_shuffle(x, 2), (2, 3, 8, 4, 4)),
+    ("torch.pixel_unshuffle", lambda x: compat_torch.pixel_unshuffle(x, 2), (1, 3, 4, 4)),
+    ("onnx.depth_to_space-CRD", lambda x: compat_onnx.depth_to_space(x, 2, mode="CRD"), (1, 8, 3, 3)),
+    ("tensorflow.space_to_batch", lambda x: compat_tensorflow.space_to_batch(x, [2, 2], [[0, 0], [1, 1]]), (1, 4, 4, 3)),
+    ("tensorflow.depth_to_space-NHWC", lambda x: compat_tensorflow.depth_to_space(x, 2), (1, 3, 3, 8)),
+]
+
+
+class Lambda(torch.nn.Module):
+    def __init__(self, function) -> None:
+        super().__init__()
+        self.function = function
+
+    def forward(self, x):
+        return self.function(x)
+
+
+@pytest.mark.parametrize("exporter,opset", [("torchscript", 17), ("dynamo", 18)])
+@pytest.mark.parametrize("name,function,shape", COMPAT, ids=[c[0] for c in COMPAT])
+def test_export_the_compat_front_ends(name, function, shape, exporter, opset, tmp_path):
+    # the front ends are reshapes and transposed views around one core call: they trace and export too
+    x = torch.randn(*shape)
+    proto, path = export(Lambda(function), x, exporter, opset, tmp_path)
+    standard_only(proto)
+    assert same_bits(run_onnx(path, x.numpy()), function(x).numpy())
