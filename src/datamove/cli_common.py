@@ -20,11 +20,11 @@ True
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Dict, Sequence
 
 from .errors import DataMoveError, number, quote, show
 
-__all__ = ["CommandError", "load_npy", "save_npy", "write_file", "check_target"]
+__all__ = ["CommandError", "load_npy", "load_inputs", "save_npy", "write_file", "check_target"]
 
 
 class CommandError(Exception):
@@ -138,3 +138,16 @@ def check_target(path: str) -> None:
         check_writable_target(path)
     except DataMoveError as exc:
         raise CommandError(str(exc)) from None
+
+
+def load_inputs(items: Sequence[str]) -> Dict[str, Any]:
+    """``-i NAME=FILE.npy`` options (``datamove run MODEL.xml``, ``datamove verify``) as ``{name: array}``."""
+    inputs: Dict[str, Any] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise CommandError(f"-i {quote(item)}: write NAME=FILE.npy")
+        if name in inputs:
+            raise CommandError(f"-i {quote(name)}=...: given twice")
+        inputs[name] = load_npy(path)
+    return inputs

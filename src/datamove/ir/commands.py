@@ -20,7 +20,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from .. import opset
-from ..cli_common import CommandError, check_target, load_npy, write_file
+from ..cli_common import CommandError, check_target, load_inputs, write_file
 from ..dims import format_shape
 from ..errors import DataMoveError, quote, show
 
@@ -399,14 +399,7 @@ def run_command(args: argparse.Namespace) -> int:
     if folder is None:
         check_target(args.output)
     model = _read(args)
-    inputs: Dict[str, Any] = {}
-    for item in args.input:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise CommandError(f"-i {quote(item)}: write NAME=FILE.npy")
-        if name in inputs:
-            raise CommandError(f"-i {quote(name)}=...: given twice")
-        inputs[name] = load_npy(path)
+    inputs = load_inputs(args.input)
     if args.max_bytes is None:
         given = sum(array.nbytes for array in inputs.values())
         max_bytes = max(DEFAULT_MAX_BYTES, DEFAULT_MAX_FACTOR * given)

@@ -28,7 +28,7 @@ import argparse
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -494,28 +494,15 @@ def add_verify_parser(commands: Any) -> None:
     parser.set_defaults(handler=verify_command)
 
 
-def _load_inputs(items: Sequence[str]) -> Dict[str, np.ndarray]:
-    """``-i NAME=FILE.npy`` options as arrays, as ``datamove run MODEL.xml`` loads them."""
-    from ..cli_common import CommandError, load_npy
-
-    inputs: Dict[str, np.ndarray] = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise CommandError(f"-i {quote(item)}: write NAME=FILE.npy")
-        if name in inputs:
-            raise CommandError(f"-i {quote(name)}=...: given twice")
-        inputs[name] = load_npy(path)
-    return inputs
-
-
 def verify_command(args: argparse.Namespace) -> int:
     """``datamove verify``: print the report (or its JSON); 0 when every layer is equal, else 1."""
     import json
 
     from ..cli_common import CommandError
 
-    inputs = _load_inputs(args.input)
+    from ..cli_common import load_inputs
+
+    inputs = load_inputs(args.input)
     try:
         report = verify(args.model, inputs, device=args.device, bin_path=args.bin)
     except (DataMoveError, TypeError) as exc:
