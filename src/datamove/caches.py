@@ -24,7 +24,7 @@ V = TypeVar("V")
 
 
 class BoundedCache(Dict[Hashable, V]):
-    """A dict of at most ``maxsize`` entries, filled with :meth:`put` (first in, first out)."""
+    """A dict of at most ``maxsize`` entries, filled with ``put`` (first in, first out)."""
 
     def __init__(self, maxsize: int) -> None:
         super().__init__()

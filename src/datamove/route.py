@@ -47,7 +47,7 @@ class Facts(NamedTuple):
 
     #: The array's kind as messages name it: ``"torch.Tensor"``, ``"jax.Array"``, ``"dask.array.Array"``, ...
     kind: str
-    #: The engine asked for: ``"auto"`` or one of :data:`ENGINES`.
+    #: The engine asked for: ``"auto"`` or one of ``ENGINES``.
     engine: str
     #: A NumPy array over the data's memory exists (CPU, no gradient needed, not lazy): the NumPy engines can run.
     view: bool
@@ -77,7 +77,7 @@ _TRITON_TAKES = ("it takes PyTorch and CuPy arrays on a CUDA device, and CPU ten
 
 
 def able(facts: Facts) -> List[str]:
-    """The engines that can take the array, in :data:`ENGINES` order."""
+    """The engines that can take the array, in ``ENGINES`` order."""
     can = {"numpy": facts.view, "native": facts.view, "array_api": facts.namespace, "triton": facts.triton}
     return [name for name in ENGINES if can[name]]
 
