@@ -102,8 +102,8 @@ def check_kind(got, data, lib):
     if lib.kind is np.ndarray:
         assert type(got) is np.ndarray
     else:
-        assert dm.arrays.library(got) == lib.kind
-        assert dm.arrays.library(got) == dm.arrays.library(data)
+        assert dm.libraries.name(got) == lib.kind
+        assert dm.libraries.name(got) == dm.libraries.name(data)
         assert array_api_compat.device(got) == array_api_compat.device(data)
 
 
@@ -219,7 +219,7 @@ def test_cpu_dlpack_arrays_can_take_the_numpy_engines():
     x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4)
     for engine in ("numpy", "native"):
         got = dm.space_to_depth(jnp.asarray(x), "depth_first", 2, engine=engine)
-        assert dm.arrays.library(got) == "jax.Array"
+        assert dm.libraries.name(got) == "jax.Array"
         same_bits(np.asarray(got), dm.space_to_depth(x, "depth_first", 2))
 
 

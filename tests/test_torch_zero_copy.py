@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove import arrays
+from datamove import libraries
 
 torch = pytest.importorskip("torch")
 
 
 def test_the_view_is_the_tensors_memory():
     t = torch.arange(24, dtype=torch.float32).reshape(1, 2, 3, 4)
-    view = arrays.numpy_view(t)
+    view = libraries.TORCH.view(t)
     assert view.ctypes.data == t.data_ptr() and view.shape == (1, 2, 3, 4)
-    assert arrays.numpy_view(t.requires_grad_()) is None  # would cut the graph
+    assert libraries.TORCH.view(t.requires_grad_()) is None  # would cut the graph
     with torch.no_grad():
-        assert arrays.numpy_view(t) is not None
+        assert libraries.TORCH.view(t) is not None
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "complex32", "bool", "uint16", "int64"])

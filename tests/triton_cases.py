@@ -250,8 +250,8 @@ def test_repeated_calls_plan_one_launch_per_alignment():
             assert bits(got) == expected.tobytes() and got.is_contiguous(), offset
     from datamove import recipes
 
-    planned = [r.gpu for k, r in recipes.RECIPES.items() if k[0] == "torch" and k[1] == "space_to_depth" and k[4] == "triton"
-               and tuple(k[6]) == (1, 4, 4, 8) and k[8] == torch.uint8]
+    planned = [r.gpu for k, r in recipes.RECIPES.items() if isinstance(r, recipes.TorchRecipe) and r.engine == "triton"
+               and r.call.op == "space_to_depth" and r.call.in_shape == (1, 4, 4, 8) and torch.uint8 in k]
     assert len(planned) == 1 and sorted(planned[0].launches) == [1, 2, 4, 16]
     # the same recipe with out= and with a gradient to record takes the checked paths
     data = base[:128].view(1, 4, 4, 8).to(torch.float32).requires_grad_()

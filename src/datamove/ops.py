@@ -1,7 +1,11 @@
-"""The four operations: validate (``shapes``), plan (``plans``), execute (``engines``).
+"""The four operations: validate (``shapes``), then run the call's recipe (``recipes``), which an engine executes.
 
-Everything is checked before any memory is touched, so bad input never
-leaves a partial write in ``out``.
+A call is keyed (op, parameters, the input's layout and library); a repeated
+call finds its :class:`~datamove.recipes.Recipe` and skips everything but the
+copy. A new one is validated by the shape rule, becomes a
+:class:`~datamove.call.Call`, and its recipe is made with the path the route
+table gives (:mod:`datamove.route`). Everything is checked before any memory
+is touched, so bad input never leaves a partial write in ``out``.
 """
 
 from __future__ import annotations
@@ -12,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional, SupportsInd
 
 import numpy as np
 
-from . import arrays, engines, params, plans, recipes, shapes, torch_ops
+from . import arrays, libraries, params, recipes, shapes, torch_ops
+from .call import Call
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
-from .outputs import allocate, refuse_masked as _refuse_masked, unaliased
-from .outputs import check_out as _check_out  # the NumPy out= rules, passed to the recipes
+from .outputs import check_out as _check_out, refuse_masked as _refuse_masked
 from .typing import ArrayT, DataFormat, Engine, IntVector, Mode, ScalarT
 
 if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
@@ -36,8 +40,8 @@ def _as_array(data: Any) -> Any:
         return data
     if data is None or isinstance(data, (str, bytes, dict, set)):
         raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
-    if arrays.is_foreign(data):
-        return arrays.checked(data)  # not converted: datamove.arrays runs it in its own library
+    if libraries.foreign(data):
+        return libraries.checked(data)  # not converted: datamove.arrays runs it in its own library
     try:
         return np.asarray(data)
     except Exception as exc:
@@ -61,26 +65,11 @@ def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
                             "more than an array can hold (2**63 - 1)")
 
 
-def _run(plan: plans.Plan, data: Any, out: Any, engine: str, recipe_key: Any = None, op: str = "",
-         params: Any = None) -> Any:
-    _check_size(plan.out_shape, getattr(data, "dtype", None))
-    if engine == "array_api" or not isinstance(data, np.ndarray):
-        def run(d: Any, o: Any) -> Any:  # other libraries
-            return arrays.run(op, params, plan, d, o, engine, _check_out)
-
-        if recipe_key is not None and recipe_key[0] == "torch":
-            return recipes.store_torch(recipe_key, op, params, plan, data, engine, run)(data, out, _check_out)
-        return run(data, out)
-    execute = engines.select(engine, data)
-    recipe = recipes.store(recipe_key, plan, data, engine)
-    if recipe is not None:
-        return recipe(data, out, _check_out)
-    if out is None:
-        out = allocate(plan.out_shape, data.dtype)
-    else:
-        _check_out(out, plan.out_shape, data.dtype)
-        data = unaliased(data, out)
-    return execute(plan, data, out)
+def _run(op: str, resolved: shapes.Resolved, data: Any, out: Any, engine: Any, recipe_key: Any) -> Any:
+    """A validated call: its recipe made (and kept under ``recipe_key``), then run."""
+    _check_size(_static(resolved), getattr(data, "dtype", None))
+    call = Call(op, resolved.params, tuple(data.shape), _static(resolved))
+    return recipes.make(recipe_key, call, data, engine)(data, out)
 
 
 def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_size: Any, data_format: Any, out: Any,
@@ -132,12 +121,10 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
 
 
 def _library(data: Any) -> str:
-    if isinstance(data, np.ndarray):
+    library = libraries.of(data)
+    if library is None or library is libraries.NUMPY:
         return "numpy"
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(data, torch.Tensor):
-        return "torch"
-    return "other" if arrays.is_foreign(data) else "numpy"
+    return "torch" if library is libraries.TORCH else "other"
 
 
 def _grad_enabled() -> bool:
@@ -224,13 +211,11 @@ def batch_to_space(data: Any, block_shape: IntVector, crops_begin: IntVector, cr
     recipe_key = recipes.space_key("batch_to_space", block_shape, crops_begin, crops_end, data, engine)
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
-        return recipe(data, out, _check_out)
+        return recipe(data, out)
     _require(block_shape=block_shape, crops_begin=crops_begin, crops_end=crops_end)
     data = _as_array(data)
     resolved = shapes.resolve_batch_to_space(data.shape, block_shape, crops_begin, crops_end)
-    p = resolved.params
-    plan = plans.batch_to_space(data.shape, _static(resolved), p["block_shape"], p["crops_begin"], p["crops_end"])
-    return _run(plan, data, out, engine, recipe_key, "batch_to_space", p)
+    return _run("batch_to_space", resolved, data, out, engine, recipe_key)
 
 
 @overload
@@ -287,13 +272,11 @@ def space_to_batch(data: Any, block_shape: IntVector, pads_begin: IntVector, pad
     recipe_key = recipes.space_key("space_to_batch", block_shape, pads_begin, pads_end, data, engine)
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
-        return recipe(data, out, _check_out)
+        return recipe(data, out)
     _require(block_shape=block_shape, pads_begin=pads_begin, pads_end=pads_end)
     data = _as_array(data)
     resolved = shapes.resolve_space_to_batch(data.shape, block_shape, pads_begin, pads_end)
-    p = resolved.params
-    plan = plans.space_to_batch(data.shape, _static(resolved), p["block_shape"], p["pads_begin"], p["pads_end"])
-    return _run(plan, data, out, engine, recipe_key, "space_to_batch", p)
+    return _run("space_to_batch", resolved, data, out, engine, recipe_key)
 
 
 @overload
@@ -370,20 +353,18 @@ def space_to_depth(data: Any, mode: Mode, block_size: SupportsIndex = 1,
         return _channels_last(space_to_depth, data, mode, block_size, data_format, out, engine)
     recipe_key: Optional[Hashable]
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
-        recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
+        recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NumPy's key, inlined
     elif arrays.compiling(data):  # traced by torch.compile: the custom op, one node of the graph
         return arrays.compiled_call("space_to_depth", (mode, block_size), data, out)
     else:
-        recipe_key = recipes.torch_key("space_to_depth", (mode, block_size), data, engine)
+        recipe_key = recipes.key("space_to_depth", (mode, block_size), data, engine)
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
-        return recipe(data, out, _check_out)
+        return recipe(data, out)
     _require(mode=mode, block_size=block_size)
     data = _as_array(data)
     resolved = shapes.resolve_space_to_depth(data.shape, mode, block_size)
-    p = resolved.params
-    plan = plans.space_to_depth(data.shape, _static(resolved), p["mode"], p["block_size"])
-    return _run(plan, data, out, engine, recipe_key, "space_to_depth", p)
+    return _run("space_to_depth", resolved, data, out, engine, recipe_key)
 
 
 @overload
@@ -447,20 +428,18 @@ def depth_to_space(data: Any, mode: Mode, block_size: SupportsIndex = 1,
         return _channels_last(depth_to_space, data, mode, block_size, data_format, out, engine)
     recipe_key: Optional[Hashable]
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
-        recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # recipes.depth_key, inlined
+        recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NumPy's key, inlined
     elif arrays.compiling(data):  # traced by torch.compile: the custom op, one node of the graph
         return arrays.compiled_call("depth_to_space", (mode, block_size), data, out)
     else:
-        recipe_key = recipes.torch_key("depth_to_space", (mode, block_size), data, engine)
+        recipe_key = recipes.key("depth_to_space", (mode, block_size), data, engine)
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
-        return recipe(data, out, _check_out)
+        return recipe(data, out)
     _require(mode=mode, block_size=block_size)
     data = _as_array(data)
     resolved = shapes.resolve_depth_to_space(data.shape, mode, block_size)
-    p = resolved.params
-    plan = plans.depth_to_space(data.shape, _static(resolved), p["mode"], p["block_size"])
-    return _run(plan, data, out, engine, recipe_key, "depth_to_space", p)
+    return _run("depth_to_space", resolved, data, out, engine, recipe_key)
 
 
 def _custom_op_body(op: str, args: Tuple[Any, ...], data: Any) -> Any:

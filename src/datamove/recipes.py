@@ -14,7 +14,7 @@ reshape/transpose/reshape idiom.
 >>> x = np.arange(16.0).reshape(1, 1, 4, 4)
 >>> first = dm.space_to_depth(x, "blocks_first", 2)
 >>> again = dm.space_to_depth(x, "blocks_first", 2)   # from the recipe
->>> recipes.depth_key("space_to_depth", "blocks_first", 2, x, "auto") in recipes.RECIPES
+>>> ("space_to_depth", "blocks_first", 2, "auto", x.shape, x.strides, x.dtype) in recipes.RECIPES
 True
 >>> bool((first == again).all())
 True
@@ -28,14 +28,15 @@ from typing import Any, Callable, Hashable, List, Optional, Tuple
 
 import numpy as np
 
-from . import engines
+from . import engines, libraries, route
 from .caches import BoundedCache
-from .outputs import allocate, unaliased
+from .call import Call
+from .outputs import allocate, check_out, unaliased
 from .engines import torch_layout
 from .errors import DataMoveError
 from .plans import Plan
 
-__all__ = ["Recipe", "TorchRecipe", "RECIPES", "depth_key", "space_key", "torch_key", "store", "store_torch"]
+__all__ = ["Recipe", "TorchRecipe", "ForeignRecipe", "RECIPES", "space_key", "key", "make"]
 
 _MAX = 512
 #: The recipes, most recently made last; ``RECIPES.get(key)`` finds one.
@@ -59,17 +60,10 @@ def exact(value: Any) -> Optional[Hashable]:
     return None
 
 
-def depth_key(op: str, mode: Any, block_size: Any, data: Any, engine: Any) -> Optional[Hashable]:
-    """The recipe key of a SpaceToDepth / DepthToSpace call, or None when it cannot use a recipe."""
-    if type(data) is not np.ndarray or type(mode) is not str or type(block_size) is not int or type(engine) is not str:
-        return None
-    return (op, mode, block_size, engine, data.shape, data.strides, data.dtype)
-
-
 def space_key(op: str, block_shape: Any, begin: Any, end: Any, data: Any, engine: Any) -> Optional[Hashable]:
     """The recipe key of a BatchToSpace / SpaceToBatch call, or None when it cannot use a recipe."""
     if type(data) is not np.ndarray:
-        return torch_key(op, (block_shape, begin, end), data, engine)
+        return key(op, (block_shape, begin, end), data, engine)
     if type(engine) is not str:
         return None
     block_shape, begin, end = exact(block_shape), exact(begin), exact(end)
@@ -83,12 +77,14 @@ _TORCH_PLAIN = frozenset(("bool", "uint8", "int8", "int16", "int32", "int64", "f
                           "float32", "float64", "complex64", "complex128"))
 
 
-def torch_key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
-    """The recipe key of a call on a PyTorch tensor (its kind, shape, strides, dtype, device and lazy conjugate or
-    negative bit: a conjugate view has the same strides as its base but other values), or None."""
-    torch = sys.modules.get("torch")
-    kind = type(data)
-    if torch is None or (kind is not torch.Tensor and kind is not torch.nn.Parameter) or type(engine) is not str:
+def key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
+    """The recipe key of a call on an array of another library than NumPy (its adapter's key: type, shape,
+    strides, dtype, device, ...), or None when it cannot use a recipe.
+
+    (NumPy arrays' keys are built inline by :mod:`datamove.ops`: ``(op, *args, engine, shape, strides, dtype)``.)
+    """
+    library = libraries.of(data)
+    if library is None or library is libraries.NUMPY or type(engine) is not str:
         return None
     parts = []
     for arg in args:
@@ -96,46 +92,61 @@ def torch_key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optiona
         if part is None:
             return None
         parts.append(part)
-    try:
-        return ("torch", op, *parts, engine, kind, data.shape, data.stride(), data.dtype, data.device, data.is_conj(), data.is_neg())
-    except RuntimeError:  # sparse and nested tensors have no strides (datamove.arrays.checked says so)
-        return None
+    found = library.key(data)
+    return None if found is None else (op, *parts, engine, *found)
 
 
-class TorchRecipe:
-    """A validated call on PyTorch tensors of one shape, strides, dtype and device.
+class ForeignRecipe:
+    """A validated call on arrays of one library, type, shape and dtype (CuPy, JAX, Dask, array-API arrays).
 
-    ``recipe(data, out, check_out)`` skips validation and planning. Tensors
-    for the GPU engine go straight to it (:class:`~datamove.engines.triton_engine.Planned`).
-    Small contiguous tensors of PyTorch's common dtypes without ``out=`` (below the GPU
-    engine's threshold on CUDA, below the native engine's on the CPU) run
-    PyTorch's own ops straight away: ``pixel_shuffle``/``pixel_unshuffle``
-    where they are the op; where the output is one strided view of the input,
-    that view copied by ``clone`` (a gradient-recording call takes the specs'
-    reshape/permute formula instead); else the formula. So a small call costs
-    about what PyTorch's op costs; every other call takes ``datamove.arrays.run``.
+    ``recipe(data, out)`` skips validation and goes straight to the dispatcher,
+    :func:`datamove.arrays.run` (``out=`` checked there).
     """
 
-    def __init__(self, op: str, params: dict, plan: Plan, data: Any, engine: str, run: Callable[[Any, Any], Any]) -> None:
-        self.run = run
+    def __init__(self, call: Call, engine: str) -> None:
+        self.call, self.engine = call, engine
+
+    def __call__(self, data: Any, out: Any) -> Any:
+        from . import arrays
+
+        return arrays.run(self.call, data, out, self.engine)
+
+
+class TorchRecipe(ForeignRecipe):
+    """A validated call on PyTorch tensors of one shape, strides, dtype and device.
+
+    ``recipe(data, out)`` skips validation and planning. The route table
+    decides, once, what the recipe keeps (:mod:`datamove.route`): tensors for
+    the GPU engine go straight to it (:class:`~datamove.engines.triton_engine.Planned`);
+    small contiguous tensors of PyTorch's common dtypes without ``out=``
+    (:func:`datamove.route.own_ops`) run PyTorch's own ops straight away:
+    ``pixel_shuffle``/``pixel_unshuffle`` where they are the op; where the
+    output is one strided view of the input, that view copied by ``clone``
+    (a gradient-recording call takes the specs' reshape/permute formula
+    instead); else the formula. So a small call costs about what PyTorch's op
+    costs; every other call takes the dispatcher, :func:`datamove.arrays.run`.
+    """
+
+    def __init__(self, call: Call, data: Any, engine: str) -> None:
+        super().__init__(call, engine)
+        from . import arrays, torch_ops
+
+        torch_ops.custom_ops()  # for torch.compile later (see datamove.arrays.compiled_call)
         self.fast: Optional[Callable[[Any], Any]] = None
         self.gpu: Optional[Callable[[Any, Any], Any]] = None
-        self.shape = shape = tuple(plan.out_shape)
-        from .engines import triton_engine
+        self.shape = call.out_shape
+        facts = arrays.facts(data, engine)
+        if route.route(facts).engine == "triton":
+            from .engines import triton_engine
 
-        wanted = engine == "auto" and triton_engine.wants(data)
-        if wanted or (engine == "triton" and triton_engine.can_take(data)):
             # the GPU engine, straight away (out= checked here, or by run() when anything is off)
-            self.gpu = triton_engine.Planned(op, params, data, shape)
-        elif engine == "auto" and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN and (
-            torch_layout.memory_format(data) == sys.modules["torch"].contiguous_format  # else: run() keeps channels-last
-        ):
-            if data.device.type == "cuda" or (
-                data.device.type == "cpu" and data.numel() * data.element_size() < engines.NATIVE_MIN_BYTES
-            ):
-                self.fast = _torch_formula(op, params, plan, data)
+            self.gpu = triton_engine.Planned(call.op, call.params, data, call.out_shape)
+        elif (route.own_ops(facts) and data.device.type in ("cpu", "cuda")
+              and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN
+              and torch_layout.memory_format(data) == sys.modules["torch"].contiguous_format):  # else: keep channels-last
+            self.fast = _torch_formula(call, data)
 
-    def __call__(self, data: Any, out: Any, check_out: Callable[..., None]) -> Any:
+    def __call__(self, data: Any, out: Any) -> Any:
         if self.gpu is not None and (out is None or (
             type(out) is type(data) and out.shape == self.shape and out.dtype == data.dtype
             and out.device == data.device and not out.requires_grad and 0 not in out.stride()
@@ -144,15 +155,18 @@ class TorchRecipe:
             return self.gpu(data, out)
         if out is None and self.fast is not None:
             return self.fast(data)
-        return self.run(data, out)
+        from . import arrays
+
+        return arrays.run(self.call, data, out, self.engine)
 
 
-def _torch_formula(op: str, params: dict, plan: Plan, data: Any) -> Callable[[Any], Any]:
+def _torch_formula(call: Call, data: Any) -> Callable[[Any], Any]:
     import torch
     import torch.nn.functional as F
 
     from .engines import array_api_engine
 
+    op, params, plan = call.op, call.params, call.plan
     size = params.get("block_size")
     if op in ("space_to_depth", "depth_to_space") and params["mode"] == "depth_first" and data.ndim == 4 and size > 1 and data.numel():
         # PyTorch's own op is exactly this one (and returns a new tensor, in the input's memory format)
@@ -240,49 +254,41 @@ def _gather(plan: Plan, stride: Tuple[int, ...]) -> Optional[Tuple[Tuple[int, ..
     return shape, strides, sum(b * s for b, s in zip(src.start, stride))
 
 
-def store_torch(recipe_key: Hashable, op: str, params: dict, plan: Plan, data: Any, engine: str,
-                run: Callable[[Any, Any], Any]) -> TorchRecipe:
-    """Make, keep and return the recipe of a validated call on a PyTorch tensor."""
-    from . import torch_ops
-
-    torch_ops.custom_ops()  # for torch.compile later (see datamove.arrays.compiled_call)
-    return _keep(recipe_key, TorchRecipe(op, params, plan, data, engine, run))
-
-
-def _keep(recipe_key: Hashable, recipe: Any) -> Any:
-    """Keep ``recipe`` under ``recipe_key``, forgetting the oldest past :data:`_MAX`; return it."""
-    return RECIPES.put(recipe_key, recipe)
-
-
 class Recipe:
     """A planned call: the output's shape and dtype, and how to fill it.
 
-    ``recipe(data, out, check_out)`` runs it. Three ways, fixed when the
-    recipe is made:
+    ``recipe(data, out)`` runs it: ``out=`` is checked, and ``data`` copied
+    where it overlaps ``out``, here (every NumPy call is run by a recipe, kept
+    or not). Three ways, fixed when the recipe is made:
 
     * *gather*: one copy whose output side is the output in C order, and no
       fills: the output is ``view.copy()`` of one strided view of ``data``;
     * *direct*: ``np.copyto`` between views built on both buffers, then fills;
-    * *engine*: the engine's ``execute(plan, data, out)`` (large arrays, the
-      native engine; layouts without a buffer).
+    * *engine*: the engine's ``run(call, data, out)`` (large arrays, the
+      native engine; layouts without a buffer; recipes that are not kept).
     """
 
-    def __init__(self, plan: Plan, data: np.ndarray, engine: str, margins: Optional[Tuple[str, Tuple[int, ...], Tuple[int, ...], Tuple[int, ...]]] = None) -> None:
-        self.out_shape = plan.out_shape
+    def __init__(self, call: Call, data: np.ndarray, engine: engines.Engine, kept: bool = True) -> None:
+        self.call = call
+        self.out_shape = call.out_shape
         self.dtype = data.dtype
-        self.plan = plan
-        self.execute = engines.select(engine, data)
+        self.run = engine.run
         self.copies: Optional[List[Tuple[Any, _Strided, _Strided]]] = None
         self.fills: List[Tuple[Any, _Strided]] = []
         self.gather: Optional[Tuple[Any, _Strided, bool]] = None
         self.two_step: Optional[Callable[[np.ndarray], np.ndarray]] = None
-        # Views on buffers need a C-contiguous input and plain items.
-        if self.execute.__module__.endswith("numpy_engine") and data.flags.c_contiguous and not data.dtype.hasobject and data.dtype.itemsize:
-            self._direct(plan, data)
+        # Views on buffers need a C-contiguous input and plain items; worth making for a recipe that is kept.
+        if (kept and engine is engines.get("numpy") and data.flags.c_contiguous and not data.dtype.hasobject
+                and data.dtype.itemsize):
+            try:
+                self._direct(call.plan, data)
+            except DataMoveError:  # a layout the lowering refuses: the engine runs it
+                self.copies, self.fills, self.gather = None, [], None
+                return
             # the two-step path holds a temporary the size of the output: small arrays only
-            if (self.gather is None and margins is not None and self.dtype.kind in "biufcmM" and data.size
-                    and data.nbytes < engines.NATIVE_MIN_BYTES):
-                self.two_step = _two_step(data, *margins)
+            if (self.gather is None and call.op in ("batch_to_space", "space_to_batch") and self.dtype.kind in "biufcmM"
+                    and data.size and data.nbytes < engines.NATIVE_MIN_BYTES):
+                self.two_step = _two_step(data, call.op, *call.args)
 
     def _direct(self, plan: Plan, data: np.ndarray) -> None:
         from .engines.strided import lower, lower_fill
@@ -312,7 +318,7 @@ class Recipe:
             shape = tuple(l[0] for l in nest.loops) or (1,)
             self.fills.append((_WORDS[word], (shape, tuple(l[2] * word for l in nest.loops) or (0,), nest.dst_start * word)))
 
-    def __call__(self, data: np.ndarray, out: Any, check_out: Callable[..., None]) -> np.ndarray:
+    def __call__(self, data: np.ndarray, out: Any) -> np.ndarray:
         if out is None:
             if self.two_step is not None:
                 return self.two_step(data)
@@ -324,17 +330,19 @@ class Recipe:
                 if item is not self.dtype:
                     result = result.reshape(-1).view(np.uint8).view(self.dtype)
                 return result.reshape(self.out_shape)
+            if self.copies is None:
+                return self.run(self.call, data, None)  # type: ignore[no-any-return]
             out = allocate(self.out_shape, self.dtype)
         else:
             check_out(out, self.out_shape, self.dtype)
             data = unaliased(data, out)
             if self.copies is not None and not out.flags.c_contiguous:
-                return self.execute(self.plan, data, out)
+                return self.run(self.call, data, out)  # type: ignore[no-any-return]
             if self.two_step is not None:  # small: a third copy beats one NumPy call per piece
                 np.copyto(out, self.two_step(data))
                 return out
         if self.copies is None:
-            return self.execute(self.plan, data, out)
+            return self.run(self.call, data, out)  # type: ignore[no-any-return]
         for item, (shape, strides, offset), (dst_shape, dst_strides, dst_offset) in self.copies:
             np.copyto(np.ndarray(dst_shape, item, out, dst_offset, dst_strides), np.ndarray(shape, item, data, offset, strides))
         for item, (shape, strides, offset) in self.fills:
@@ -407,13 +415,19 @@ def _c_layout(shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(item, shape, tuple(reversed(strides)))
 
 
-def store(recipe_key: Optional[Hashable], plan: Plan, data: np.ndarray, engine: str) -> Optional[Recipe]:
-    """Make, keep and return the recipe of a validated call (None when it has no key)."""
-    if recipe_key is None:
-        return None
-    margins = recipe_key[:4] if recipe_key[0] in ("batch_to_space", "space_to_batch") else None
-    try:
-        recipe = Recipe(plan, data, engine, margins)
-    except DataMoveError:
-        return None
-    return _keep(recipe_key, recipe)
+def make(recipe_key: Optional[Hashable], call: Call, data: Any, engine: str) -> Any:
+    """The recipe of a validated call, kept under ``recipe_key`` (not kept when it is None).
+
+    A :class:`Recipe` for a NumPy array (its engine chosen by the route table,
+    :func:`datamove.engines.select`), a :class:`TorchRecipe` for a PyTorch
+    tensor, a :class:`ForeignRecipe` for an array of another library.
+    """
+    library = libraries.of(data)
+    recipe: Any
+    if library is libraries.NUMPY:
+        recipe = Recipe(call, data, engines.select(engine, data), kept=recipe_key is not None)
+    elif library is libraries.TORCH:
+        recipe = TorchRecipe(call, data, engines.check_name(engine))
+    else:
+        recipe = ForeignRecipe(call, engines.check_name(engine))
+    return recipe if recipe_key is None else RECIPES.put(recipe_key, recipe)

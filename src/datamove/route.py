@@ -18,6 +18,8 @@ Route(engine='array_api', through_view=False)
 >>> cuda = torch_cpu._replace(view=False, triton=True, cuda=True, nbytes=TRITON_MIN_BYTES)
 >>> route(cuda), route(cuda._replace(nbytes=1 << 20))
 (Route(engine='triton', through_view=False), Route(engine='array_api', through_view=False))
+>>> own_ops(torch_cpu._replace(nbytes=4096)), own_ops(cuda._replace(nbytes=1 << 20))   # PyTorch's ops
+(True, True)
 >>> route(torch_cpu._replace(engine="triton"))
 Traceback (most recent call last):
     ...
@@ -30,7 +32,7 @@ from typing import List, NamedTuple
 
 from .errors import DataMoveError
 
-__all__ = ["Facts", "Route", "route", "able", "ENGINES", "NATIVE_MIN_BYTES", "TRITON_MIN_BYTES"]
+__all__ = ["Facts", "Route", "route", "able", "own_ops", "ENGINES", "NATIVE_MIN_BYTES", "TRITON_MIN_BYTES"]
 
 #: Every engine name, in the order ``"auto"`` tries them.
 ENGINES = ("numpy", "native", "array_api", "triton")
@@ -61,6 +63,8 @@ class Facts(NamedTuple):
     nbytes: int
     #: ``out=`` is absent, or writable through a NumPy view, or not a PyTorch tensor.
     out_view: bool = True
+    #: Items are plain bits (not object references): the compiled core can copy them.
+    plain: bool = True
 
 
 class Route(NamedTuple):
@@ -71,6 +75,9 @@ class Route(NamedTuple):
     through_view: bool
 
 
+# Kinds whose NumPy view runs on the NumPy engines even where the array-API engine could take them.
+_VIEWED = ("numpy.ndarray", "torch.Tensor")
+
 _TRITON_TAKES = ("it takes PyTorch and CuPy arrays on a CUDA device, and CPU tensors under TRITON_INTERPRET=1, "
                  "with triton installed; strided tensors without a lazy conjugate or negative bit: "
                  "call resolve_conj() / resolve_neg() first")
@@ -78,7 +85,8 @@ _TRITON_TAKES = ("it takes PyTorch and CuPy arrays on a CUDA device, and CPU ten
 
 def able(facts: Facts) -> List[str]:
     """The engines that can take the array, in ``ENGINES`` order."""
-    can = {"numpy": facts.view, "native": facts.view, "array_api": facts.namespace, "triton": facts.triton}
+    can = {"numpy": facts.view, "native": facts.view and facts.plain, "array_api": facts.namespace,
+           "triton": facts.triton}
     return [name for name in ENGINES if can[name]]
 
 
@@ -87,13 +95,27 @@ def route(facts: Facts) -> Route:
     if facts.engine == "auto":
         if facts.triton and facts.cuda and facts.nbytes >= TRITON_MIN_BYTES:
             return Route("triton", False)  # one fused kernel
-        if facts.view and facts.out_view and (facts.kind == "torch.Tensor" or not facts.namespace):
-            return Route("native" if facts.nbytes >= NATIVE_MIN_BYTES else "numpy", True)
+        if facts.view and facts.out_view and (facts.kind in _VIEWED or not facts.namespace):
+            return Route("native" if facts.nbytes >= NATIVE_MIN_BYTES and facts.plain else "numpy", True)
         if facts.namespace:
             return Route("array_api", False)
         raise DataMoveError(f"no engine of this version can take a {facts.kind}; convert it with numpy.asarray")
     names = able(facts)
     if facts.engine not in names:
-        missing = f"cannot take this {facts.kind}" + (f" ({_TRITON_TAKES})" if facts.engine == "triton" else "")
+        if facts.kind == "numpy.ndarray":  # its dtype decides (objects, or outside the standard's)
+            missing = "cannot take a numpy.ndarray"
+        else:
+            missing = f"cannot take this {facts.kind}" + (f" ({_TRITON_TAKES})" if facts.engine == "triton" else "")
         raise DataMoveError(f"engine {facts.engine!r} {missing}; engines that can: {names}")
     return Route(facts.engine, facts.engine in ("numpy", "native"))
+
+
+def own_ops(facts: Facts) -> bool:
+    """Whether a call with ``engine="auto"`` costs less on the array library's own ops than on any engine:
+    a PyTorch CPU tensor below ``NATIVE_MIN_BYTES``, a CUDA tensor that the GPU engine does not take
+    (``datamove.recipes`` then calls ``pixel_shuffle``, a strided ``clone`` or the formula straight away)."""
+    if facts.engine != "auto" or facts.kind != "torch.Tensor":
+        return False
+    if facts.cuda:
+        return route(facts).engine != "triton"
+    return facts.nbytes < NATIVE_MIN_BYTES

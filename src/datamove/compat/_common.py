@@ -2,7 +2,7 @@
 
 The front ends only reshape and transpose (views, for NumPy); every element is
 moved by one of the four core ops. Arrays of other libraries (PyTorch, JAX,
-CuPy, Dask, array-API arrays: the ops' own test, :func:`datamove.arrays.is_foreign`)
+CuPy, Dask, array-API arrays: the ops' own test, :func:`datamove.libraries.foreign`)
 are passed through untouched, so the core op decides who can take them and a
 lazy Dask array stays lazy; their reshape/transpose goes through
 ``array_api_compat``, imported only then.
@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import arrays
+from .. import libraries
 from ..errors import brief
 from ..params import int_scalar
 
@@ -28,7 +28,7 @@ def as_array(value: Any, name: str = "input") -> Any:
         return value
     if value is None or isinstance(value, (str, bytes, dict, set)):
         raise TypeError(f"{name} must be an array, got {type(value).__name__} {brief(value)}")
-    if arrays.is_foreign(value):  # PyTorch, JAX, CuPy, Dask (lazy: never computed here), array-API arrays
+    if libraries.foreign(value):  # PyTorch, JAX, CuPy, Dask (lazy: never computed here), array-API arrays
         return value  # the core op (and its engines) decide whether they can take it
     try:
         return np.asarray(value)

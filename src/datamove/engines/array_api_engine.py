@@ -21,8 +21,7 @@ name and its resolved parameters and returns a new array::
 ``datamove.shapes.resolve_*(...).params`` (Python ints and strings), ``data``
 an already validated array. ``datamove.ops`` calls it for every array that is
 not a NumPy array (through :mod:`datamove.arrays`) and for NumPy arrays with
-``engine="array_api"``. The plan interface ``execute(plan, data, out)`` of
-the other engines is not available here (it raises); ``can_take`` is.
+``engine="array_api"``, through the engines' protocol ``run(call, data, out)``.
 
 >>> import numpy as np
 >>> x = np.arange(8).reshape(1, 2, 4)
@@ -39,10 +38,9 @@ import math
 import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
-from ..errors import DataMoveError
 from . import torch_layout
 
-__all__ = ["apply", "can_take", "execute", "namespace"]
+__all__ = ["apply", "can_take", "run", "namespace"]
 
 
 def namespace(array: Any) -> Any:
@@ -66,11 +64,15 @@ def can_take(array: Any) -> bool:
     return True
 
 
-def execute(plan: Any, data: Any, out: Any) -> Any:
-    raise DataMoveError(
-        "the 'array_api' engine works from the operation and its parameters, not from a plan: "
-        "call datamove's operations with engine='array_api'"
-    )
+def run(call: Any, data: Any, out: Any) -> Any:
+    """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data``, written into ``out`` if given."""
+    result = apply(call.op, call.params, data)
+    if out is None:
+        return result
+    from .. import libraries
+
+    libraries.of(out).write(out, result)  # type: ignore[union-attr]
+    return out
 
 
 # --------------------------------------------------------------- the formulas

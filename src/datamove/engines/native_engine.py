@@ -24,17 +24,21 @@ Outputs of :data:`STREAM_BYTES` or more are written with non-temporal stores
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 import numpy as np
 
 from .. import threads
+from ..outputs import allocate
 from ..caches import BoundedCache
 from ..plans import Plan
 from . import numpy_engine
 from .strided import _address, lower, lower_fill, lower_window
 
-__all__ = ["execute", "can_take", "core", "STREAM_BYTES", "program"]
+if TYPE_CHECKING:
+    from ..call import Call
+
+__all__ = ["run", "execute", "can_take", "core", "STREAM_BYTES", "program"]
 
 
 _native: Optional[ModuleType] = None
@@ -173,6 +177,11 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray) -> bytes:
 
 _MAX_PROGRAMS = 256
 _PROGRAMS: "BoundedCache[bytes]" = BoundedCache(_MAX_PROGRAMS)
+
+
+def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
+    """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data`` into ``out``, or a new array."""
+    return execute(call.plan, data, allocate(call.out_shape, data.dtype) if out is None else out)
 
 
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:

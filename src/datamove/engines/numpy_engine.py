@@ -16,12 +16,18 @@ go through NumPy's reference-counting copy.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..outputs import allocate
 from ..plans import Plan, View
 
-__all__ = ["execute", "can_take"]
+if TYPE_CHECKING:
+    from ..call import Call
+
+__all__ = ["run", "execute", "can_take"]
 
 _UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -43,6 +49,11 @@ def _strided(array: np.ndarray, view: View, writeable: bool) -> np.ndarray:
     base = array[tuple(slice(s, None) for s in view.start)]
     strides = tuple(step * array.strides[axis] for axis, _, step in view.dims)
     return as_strided(base, view.shape, strides, subok=False, writeable=writeable)
+
+
+def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
+    """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data`` into ``out``, or a new array."""
+    return execute(call.plan, data, allocate(call.out_shape, data.dtype) if out is None else out)
 
 
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:

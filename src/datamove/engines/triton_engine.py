@@ -38,10 +38,10 @@ from typing import Any, Dict, Optional, Tuple
 
 from .. import opset
 from ..caches import BoundedCache
-from ..errors import DataMoveError
+from ..libraries import overlap
 from . import moves, torch_layout
 
-__all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "execute", "run", "Planned", "configure"]
+__all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "run", "into", "Planned", "configure"]
 
 from ..route import TRITON_MIN_BYTES  # the route table's threshold, re-exported
 
@@ -110,11 +110,9 @@ def wants(array: Any) -> bool:
     return on_cuda and can_take(array)
 
 
-def execute(plan: Any, data: Any, out: Any) -> Any:
-    raise DataMoveError(
-        "the 'triton' engine works from the operation and its parameters, not from a plan: "
-        "call datamove's operations with engine='triton'"
-    )
+def run(call: Any, data: Any, out: Any) -> Any:
+    """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data`` into ``out`` (checked), or a new array."""
+    return apply(call.op, call.params, data, out, call.out_shape)
 
 
 # ------------------------------------------------------------------ launching
@@ -244,7 +242,7 @@ def _launch(op: str, params: Dict[str, Any], data: Any, out: Any, alignment: int
     return launch
 
 
-def run(op: str, params: Dict[str, Any], data: Any, out: Any) -> Any:
+def into(op: str, params: Dict[str, Any], data: Any, out: Any) -> Any:
     """Write ``op(data)`` into the tensor ``out`` (right shape and dtype, no overlap) with one launch."""
     return _launch(op, params, data, out, _alignment(data, out))(data, out)
 
@@ -274,7 +272,7 @@ class Planned:
         if out is None:
             out = data.new_empty(self.shape) if self.contiguous else torch_layout.empty(self.shape, data)
             alignment = key = _alignment(data, out)
-        elif _overlap(data, out):
+        elif overlap(data, out):
             return apply(self.op, self.params, data, out, self.shape)  # reads a copy of the input
         else:
             alignment = _alignment(data, out)
@@ -296,7 +294,7 @@ def fresh(op: str, params: Dict[str, Any], data: Any, shape: Optional[Tuple[int,
     """``op`` on tensor ``data`` into a new tensor in its memory format (validated by the shape rule if no ``shape``)."""
     if shape is None:
         shape = _out_shape(op, params, tuple(data.shape))
-    return run(op, params, data, torch_layout.empty(shape, data))
+    return into(op, params, data, torch_layout.empty(shape, data))
 
 
 # ------------------------------------------------------------------ the entry
@@ -341,17 +339,8 @@ def _apply_torch(op: str, params: Dict[str, Any], tensor: Any, out: Optional[Any
     if out.is_conj() or out.is_neg():  # a lazy view: PyTorch's copy_ writes its values, the kernel only bits
         out.copy_(fresh(op, params, tensor, shape))
         return out
-    if _overlap(tensor, out):
+    if overlap(tensor, out):
         tensor = tensor.clone()  # a permutation cannot be done in place
     with torch.no_grad():
-        run(op, params, tensor, out)
+        into(op, params, tensor, out)
     return out
-
-
-def _overlap(a: Any, b: Any) -> bool:
-    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
-        return False
-    a0, b0 = a.data_ptr(), b.data_ptr()
-    a1 = a0 + _span(a) * a.element_size()
-    b1 = b0 + _span(b) * b.element_size()
-    return a0 < b1 and b0 < a1
