@@ -151,8 +151,18 @@ def test_patterns_on_larger_arrays(block, dtype):
     batched = run_both(dm.space_to_batch, data, *args)
     run_both(dm.batch_to_space, batched, *args)
     nhwc = np.ascontiguousarray(np.moveaxis(data, 1, -1))
-    assert same_bits(dm.space_to_depth(nhwc.transpose(0, 3, 1, 2), "blocks_first", block, engine="native"),
-                     ref.space_to_depth(data, "blocks_first", block))
+    for mode in ("blocks_first", "depth_first"):  # depth_first: the two-level block tiles (gather2, scatter2)
+        deep = ref.space_to_depth(data, mode, block)
+        assert same_bits(dm.space_to_depth(nhwc.transpose(0, 3, 1, 2), mode, block, engine="native"), deep)
+        for stream in (False, True):
+            back = np.empty(nhwc.shape, data.dtype).transpose(0, 3, 1, 2)
+            deep_nhwc = np.ascontiguousarray(np.moveaxis(deep, 1, -1)).transpose(0, 3, 1, 2)
+            saved, native_engine.STREAM_BYTES = native_engine.STREAM_BYTES, 0 if stream else native_engine.STREAM_BYTES
+            try:
+                dm.depth_to_space(deep_nhwc, mode, block, out=back, engine="native")
+            finally:
+                native_engine.STREAM_BYTES = saved
+            assert same_bits(back, data)
 
 
 def test_long_contiguous_runs_are_split_among_threads():
@@ -187,6 +197,16 @@ def test_schedule_names_the_block_patterns():
         back = plans.depth_to_space(plan.out_shape, data.shape, mode, 2)
         nest = lower(np.zeros(plan.out_shape, np.float32), data, *back.copies[0])
         assert (nest.pattern, nest.block) == ("scatter", 2)
+    # channels last, depth_first: each output pixel's [C, b, b] from b x b input pixels' runs of C
+    nhwc = np.zeros((1, 8, 8, 16), np.float32).transpose(0, 3, 1, 2)
+    plan = plans.space_to_depth(nhwc.shape, (1, 64, 4, 4), "depth_first", 2)
+    deep = np.zeros((1, 4, 4, 64), np.float32).transpose(0, 3, 1, 2)
+    nest = lower(nhwc, deep, *plan.copies[0])
+    assert (nest.pattern, nest.block) == ("scatter2", 4) and nest.loops[-1] == (16, 1, 4)
+    back = plans.depth_to_space(deep.shape, nhwc.shape, "depth_first", 2)
+    assert (lower(deep, nhwc, *back.copies[0]).pattern, lower(deep, nhwc, *back.copies[0]).block) == ("gather2", 4)
+    assert schedule([[2, 4096, 2], [2, 16, 1], [16, 1, 4]])[:2] == ("scatter2", 4)
+    assert schedule([[2, 4096, 2], [2, 16, 3], [16, 1, 4]])[0] == "strided"  # rows not contiguous on the out side
     assert schedule([[5, 1, 1], [3, 5, 7]])[0] == "contiguous"
     assert schedule([[5, 3, 7], [3, 1, 2]])[0] == "strided"
     assert schedule([[4, 0, 1], [3, 0, 9]], fill=True) == ("contiguous", 0, [[3, 0, 9], [4, 0, 1]])
@@ -416,7 +436,10 @@ def test_malformed_programs_are_refused():
     step = [0, 1, 0, 0, 0, 0, 0, 2, 1, 0, 0, 4, 1, 1]
     good = np.array([1] + step, np.int64).tobytes()
     core.run(good, address, address, 1, False)
+    gather = [1, 1, 2, 0, 0, 0, 0, 2, 2, 1, 1, 1, 2, 1]  # GATHER<2>: two rows of one word
+    core.run(np.array([1] + gather, np.int64).tobytes(), address, address, 1, False)
     for bad in ([], [2] + step, [1] + step[:-1], [1] + step[:1] + [3] + step[2:], [1] + [9] + step[1:],
-                [1] + [1, 1, 7] + step[3:], [1] + step[:7] + [300] + step[8:], [-1]):
+                [1] + [1, 1, 7] + step[3:], [1] + step[:7] + [300] + step[8:], [-1],
+                [1] + gather[:3] + [3] + gather[4:], [1] + gather[:3] + [-1] + gather[4:]):  # rows in groups of 3 of 2
         with pytest.raises(ValueError, match="malformed program"):
             core.run(np.array(bad, np.int64).tobytes(), address, address, 1, False)

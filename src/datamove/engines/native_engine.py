@@ -123,19 +123,25 @@ def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int,
            loops: Sequence[Sequence[int]]) -> List[List[int]]:
     """The steps of a nest, its innermost loop cut into chunks when the rows are too few to share."""
     loops = [list(l) for l in loops]
+    lo = hi = 0
+    if pattern in ("gather2", "scatter2"):  # the tile's rows from two block loops: j2 becomes (lo, hi)
+        j2, j1, i = loops[-3:]
+        side = 2 if pattern == "gather2" else 1  # the rows' side: gather writes B rows, scatter reads them
+        pattern, lo, hi = pattern[:-1], j1[0], j2[side]
+        loops = loops[:-3] + [[block, j1[1], j1[2]], i]
     rows = 1
     for l in loops[:-2]:
         rows *= l[0]
     n0, s0, d0 = loops[-1] if loops else (0, 0, 0)
     if rows >= _MIN_ROWS or n0 < 2 * _CHUNK_WORDS:
-        return [_step(pattern, word, block, 0, 0, src_start, dst_start, loops)]
+        return [_step(pattern, word, block, lo, hi, src_start, dst_start, loops)]
     chunks, rest = divmod(n0, _CHUNK_WORDS)
     chunk = [chunks, _CHUNK_WORDS * s0, _CHUNK_WORDS * d0]
     head = loops[:-2] + [chunk] + loops[-2:-1] + [[_CHUNK_WORDS, s0, d0]]
-    steps = [_step(pattern, word, block, 0, 0, src_start, dst_start, head)]
+    steps = [_step(pattern, word, block, lo, hi, src_start, dst_start, head)]
     if rest:
         tail = loops[:-1] + [[rest, s0, d0]]
-        steps.append(_step(pattern, word, block, 0, 0, src_start + chunks * chunk[1], dst_start + chunks * chunk[2], tail))
+        steps.append(_step(pattern, word, block, lo, hi, src_start + chunks * chunk[1], dst_start + chunks * chunk[2], tail))
     return steps
 
 

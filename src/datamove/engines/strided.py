@@ -104,6 +104,11 @@ def schedule(loops: List[List[int]], fill: bool = False) -> Tuple[str, int, List
       loop 1 is ``j``; the other loops follow the input, so it is read in order.
     * ``"scatter"``, block ``B``: the mirror image (DepthToSpace, BatchToSpace);
       the other loops follow the output, so it is written in order.
+    * ``"gather2"`` / ``"scatter2"``, block ``B``: the same tiles with the
+      ``B`` rows made of two block loops that are contiguous on the run's side
+      only (``[j2, j1, i]`` innermost, ``j2`` outer), as channels-last
+      depth_first data has them (a 2 x 2 block of pixels, each one run of
+      channels). The native engine passes ``j2`` as the tile's second row stride.
     * ``"contiguous"``: a loop with both strides 1 goes innermost.
     * ``"strided"``: the loop with the smallest stride on either side goes
       innermost.
@@ -126,6 +131,20 @@ def schedule(loops: List[List[int]], fill: bool = False) -> Tuple[str, int, List
                     if j[2] == 1 and i[2] == j[0] and i[1] == 1:
                         rest = [l for l in loops if l is not i and l is not j]
                         return "scatter", j[0], following(2, rest) + [j, i]
+        for j1 in loops:  # two block loops whose rows together are B (2 x 2)
+            for j2 in loops:
+                if j2 is j1 or j1[0] * j2[0] not in BLOCKS:
+                    continue
+                block = j1[0] * j2[0]
+                for i in loops:
+                    if i is j1 or i is j2:
+                        continue
+                    if j1[1] == 1 and j2[1] == j1[0] and i[1] == block and i[2] == 1:
+                        rest = [l for l in loops if l is not i and l is not j1 and l is not j2]
+                        return "gather2", block, following(1, rest) + [j2, j1, i]
+                    if j1[2] == 1 and j2[2] == j1[0] and i[2] == block and i[1] == 1:
+                        rest = [l for l in loops if l is not i and l is not j1 and l is not j2]
+                        return "scatter2", block, following(2, rest) + [j2, j1, i]
     side = 2 if fill else 1
     unit = [l for l in loops if l[2] == 1 and (fill or l[1] == 1)]
     if unit:
