@@ -281,6 +281,32 @@ def test_streaming_stores_depth(streaming, case, dtype, seed):
     assert same_bits(run_both(dm.depth_to_space, deep, mode, size), data)
 
 
+@pytest.mark.parametrize("channels", [4, 8, 16, 32])
+def test_channels_last_pieces_streamed_or_not(monkeypatch, channels):
+    """Channels-last data writes 16-128-byte pieces: streamed whole (inline), plain, or mixed with edge pieces."""
+    rng = np.random.default_rng(channels)
+    nhwc = rng.integers(0, 2**31, (4, 18, 22, channels), dtype=np.int64).astype(np.float32)
+    nchw = np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2))
+    space = ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])
+    cases = [("space_to_depth", ("blocks_first", 2)), ("space_to_depth", ("depth_first", 2)),
+             ("space_to_batch", space), ("batch_to_space", ([1, 1, 1, 2], [0, 0, 1, 1], [0, 0, 2, 1]))]
+    for stream in (0, 1 << 62):
+        monkeypatch.setattr(native_engine, "STREAM_BYTES", stream)
+        for name, args in cases:
+            expected = getattr(ref, name)(nchw, *args)
+            for offset in (0, 4):  # out 16-byte aligned, and not
+                base = np.zeros(expected.size + 8, np.float32)
+                n, c, *spatial = expected.shape
+                out = base[offset: offset + expected.size].reshape(n, *spatial, c).transpose(0, 3, 1, 2)
+                getattr(dm, name)(nhwc.transpose(0, 3, 1, 2), *args, out=out, engine="native")
+                assert same_bits(out, expected), (name, args, stream, offset)
+        # TensorFlow's layout: blocks on H and W of C-contiguous NHWC data (no windows on the channels)
+        tf_args = ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0])
+        batched = dm.space_to_batch(nhwc, *tf_args, engine="native")
+        assert same_bits(batched, ref.space_to_batch(nhwc, *tf_args))
+        assert same_bits(dm.batch_to_space(batched, *tf_args, engine="native"), nhwc)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.complex128, "V3"])
 def test_long_rows_every_word_unaligned_and_strided_outputs(monkeypatch, stream, dtype):

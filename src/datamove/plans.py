@@ -147,7 +147,10 @@ def _windows(rank: int, batch: int, block_shape: Sequence[int], region_pieces: S
 
     ``last_count`` whole blocks of the last axis, positions ``[last_lo, last_hi)`` kept.
     """
-    if rank < 2 or batch == 0 or last_count == 0 or last_hi <= last_lo:
+    if rank < 2 or batch == 0 or last_count == 0 or last_hi <= last_lo or block_shape[rank - 1] == 1:
+        # (a last axis without blocks is one piece of the copies already, a long run when it is
+        # contiguous: windows of one position each would cost a tile per item, TensorFlow's NHWC
+        # space_to_batch_nd 10x the copy floor)
         return ()
     whole = _Piece(0, last_count, 0, block_shape[rank - 1], -last_lo)
     windows = []
