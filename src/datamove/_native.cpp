@@ -56,8 +56,6 @@ constexpr int kMaxSteps = 1 << 16;
 constexpr int kMaxThreads = 1024;
 // Bytes of work below which a job is not worth another thread's wake-up.
 constexpr int64_t kBytesPerPart = 256 * 1024;
-// Bytes a tile must write in one piece for its stores to stream.
-constexpr int64_t kStreamPiece = 512;
 // Words per chunk of a streamed tile: a chunk's rows stay in L1 before they are streamed out.
 constexpr int64_t kChunkBytes = 2048;
 
@@ -99,6 +97,8 @@ inline void put_bytes(char* d, const char* s, int64_t n) {
             _mm_stream_si128(reinterpret_cast<__m128i*>(d + k + 32), x2);
             _mm_stream_si128(reinterpret_cast<__m128i*>(d + k + 48), x3);
         }
+        for (; body + 16 <= n; body += 16)
+            _mm_stream_si128(reinterpret_cast<__m128i*>(d + body), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + body)));
         std::memcpy(d + body, s + body, n - body);
         return;
     }
@@ -241,21 +241,59 @@ inline void inside_blocks(int64_t size, int64_t n0, int64_t lo, int64_t hi, int6
     *last = std::max(*first, std::min(n0, hi / size));
 }
 
-template <typename T, int B, bool NT>
-inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
-    const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, d1 = st.l1.d, d0 = st.l0.d, lo = st.lo, hi = st.hi;
-    int64_t first, last;
-    inside_blocks(size, n0, lo, hi, &first, &last);
+// Blocks [i0, i1) of a gather window into rows dst + b + j * d1, positions i * d0.
+template <typename T, int B>
+inline void gather_window_part(const T* src, T* dst, int64_t a, int64_t b, int64_t d1, int64_t d0, int64_t size,
+                               int64_t i0, int64_t i1, int64_t first, int64_t last, int64_t lo, int64_t hi) {
     for (int edge = 0; edge < 2; ++edge) {
-        for (int64_t i = edge ? last : 0; i < (edge ? n0 : first); ++i)
+        for (int64_t i = edge ? std::max(i0, last) : i0; i < (edge ? i1 : std::min(i1, first)); ++i)
             for (int64_t j = 0; j < size; ++j) {
                 int64_t t = i * size + j;
                 dst[b + j * d1 + i * d0] = (lo <= t && t < hi) ? src[a + t] : T();
             }
     }
-    if (B && d0 == 1) return gather<T, (B ? B : 2), NT>(src, dst, a + first * size, b + first, Rows<(B ? B : 2)>(d1), last - first);
-    for (int64_t i = first; i < last; ++i)
+    const int64_t f = std::max(i0, first), l = std::min(i1, last);
+    if (f >= l) return;
+    if (B && d0 == 1) return gather_rows<T, (B ? B : 2)>(src, dst, a + f * size, b + f, Rows<(B ? B : 2)>(d1), l - f);
+    for (int64_t i = f; i < l; ++i)
         for (int64_t j = 0; j < size; ++j) dst[b + j * d1 + i * d0] = src[a + i * size + j];
+}
+
+// Streamed, each output row is assembled chunk by chunk in L1, edges and inside blocks together, and
+// streamed out whole: no line gets both plain and streaming stores (edges written in place beside
+// streamed inside blocks made S2B with pads 1.1x -> 5.1x the copy floor).
+template <typename T, int B, bool NT>
+inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
+    const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, d1 = st.l1.d, d0 = st.l0.d, lo = st.lo, hi = st.hi;
+    int64_t first, last;
+    inside_blocks(size, n0, lo, hi, &first, &last);
+    if (!NT || !B || d0 != 1) return gather_window_part<T, B>(src, dst, a, b, d1, d0, size, 0, n0, first, last, lo, hi);
+    constexpr int64_t K = kChunkBytes / sizeof(T);
+    alignas(64) T buf[(B ? B : 1) * K];
+    for (int64_t i0 = 0; i0 < n0; i0 += K) {
+        const int64_t k = std::min(K, n0 - i0);
+        gather_window_part<T, B>(src, buf, a, -i0, K, 1, size, i0, i0 + k, first, last, lo, hi);
+        for (int64_t j = 0; j < size; ++j)
+            put_bytes<true>(reinterpret_cast<char*>(dst + b + j * d1 + i0), reinterpret_cast<const char*>(buf + j * K), k * sizeof(T));
+    }
+}
+
+// Blocks [i0, i1) of a scatter window into dst + b + t, the positions lo <= t < hi only.
+template <typename T, int B>
+inline void scatter_window_part(const T* src, T* dst, int64_t a, int64_t b, int64_t s1, int64_t s0, int64_t size,
+                                int64_t i0, int64_t i1, int64_t first, int64_t last, int64_t lo, int64_t hi) {
+    for (int edge = 0; edge < 2; ++edge) {
+        for (int64_t i = edge ? std::max(i0, last) : i0; i < (edge ? i1 : std::min(i1, first)); ++i)
+            for (int64_t j = 0; j < size; ++j) {
+                int64_t t = i * size + j;
+                if (lo <= t && t < hi) dst[b + t] = src[a + j * s1 + i * s0];
+            }
+    }
+    const int64_t f = std::max(i0, first), l = std::min(i1, last);
+    if (f >= l) return;
+    if (B && s0 == 1) return scatter_rows<T, (B ? B : 2)>(src, dst, a + f, b + f * size, Rows<(B ? B : 2)>(s1), l - f);
+    for (int64_t i = f; i < l; ++i)
+        for (int64_t j = 0; j < size; ++j) dst[b + i * size + j] = src[a + j * s1 + i * s0];
 }
 
 template <typename T, int B, bool NT>
@@ -263,16 +301,17 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
     const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, s1 = st.l1.s, s0 = st.l0.s, lo = st.lo, hi = st.hi;
     int64_t first, last;
     inside_blocks(size, n0, lo, hi, &first, &last);
-    for (int edge = 0; edge < 2; ++edge) {
-        for (int64_t i = edge ? last : 0; i < (edge ? n0 : first); ++i)
-            for (int64_t j = 0; j < size; ++j) {
-                int64_t t = i * size + j;
-                if (lo <= t && t < hi) dst[b + t] = src[a + j * s1 + i * s0];
-            }
+    if (!NT || !B || s0 != 1) return scatter_window_part<T, B>(src, dst, a, b, s1, s0, size, 0, n0, first, last, lo, hi);
+    constexpr int64_t K = kChunkBytes / sizeof(T);  // positions per chunk: K / size blocks
+    constexpr int64_t KB = K / (B ? B : 1);
+    alignas(64) T buf[K];
+    for (int64_t i0 = 0; i0 < n0; i0 += KB) {
+        const int64_t k = std::min(KB, n0 - i0);
+        scatter_window_part<T, B>(src, buf, a, -i0 * size, s1, s0, size, i0, i0 + k, first, last, lo, hi);
+        const int64_t t0 = std::max(lo, i0 * size), t1 = std::min(hi, (i0 + k) * size);
+        if (t0 < t1)
+            put_bytes<true>(reinterpret_cast<char*>(dst + b + t0), reinterpret_cast<const char*>(buf + t0 - i0 * size), (t1 - t0) * sizeof(T));
     }
-    if (B && s0 == 1) return scatter<T, (B ? B : 2), NT>(src, dst, a + first, b + first * size, Rows<(B ? B : 2)>(s1), last - first);
-    for (int64_t i = first; i < last; ++i)
-        for (int64_t j = 0; j < size; ++j) dst[b + i * size + j] = src[a + j * s1 + i * s0];
 }
 
 // Rows of a fixed number of bytes (short runs: channels innermost): constant-size copies the
@@ -428,40 +467,42 @@ RowsFn pick_stream(const Step& st) {
     }
 }
 
-// The contiguous bytes a tile writes in one piece (0: scattered words; windows, whose edge blocks
-// are written with plain stores into the lines their inside blocks would stream: S2B pads 1.1x -> 5.1x).
-inline int64_t piece_bytes(const Step& st) {
-    switch (st.pattern) {
-        case CONTIGUOUS: case GATHER: return st.l0.n * st.word;
-        case SCATTER: return st.l0.n * st.block * st.word;
-        case FILL: return st.l0.d == 1 ? st.l0.n * st.word : 0;
-        default: return 0;
-    }
-}
-
-// Whether a step's pieces all stream whole (put_bytes: 16-byte aligned starts, 64-byte multiples),
-// with no plain store for a head or a tail.
+// Whether every piece a step writes streams whole: starts 16-byte aligned and 16-byte multiples,
+// which put_bytes streams without a plain store for a head or a tail, and long enough to be worth
+// it (a block tile's pieces pass through an L1 buffer first). Scattered stores never stream.
 inline bool streams_whole(const Step& st, const char* dst) {
     const int64_t w = st.word;
-    bool ok = piece_bytes(st) % 64 == 0 && reinterpret_cast<uintptr_t>(dst + st.dst0 * w) % 16 == 0;
+    int64_t piece = 0, start = st.dst0, least = 256;  // piece and start in words, least in bytes
+    bool rows = true;  // the tile's rows lie l1.d apart
+    switch (st.pattern) {
+        case CONTIGUOUS: piece = st.l0.n; least = 64; break;
+        case FILL: if (st.l0.d != 1) return false; piece = st.l0.n; least = 64; break;
+        case GATHER: piece = st.l0.n; break;
+        case SCATTER: piece = st.l0.n * st.block; rows = false; break;
+        case GATHER_WINDOW: if (!st.block || st.l0.d != 1) return false; piece = st.l0.n; break;
+        case SCATTER_WINDOW:
+            if (!st.block || st.l0.s != 1) return false;
+            piece = st.hi - st.lo, start += st.lo, rows = false;
+            break;
+        default: return false;
+    }
+    bool ok = piece * w >= least && piece * w % 16 == 0 && reinterpret_cast<uintptr_t>(dst + start * w) % 16 == 0;
     for (int k = 0; k < st.nouter; ++k) ok = ok && (st.outer[k].n == 1 || st.outer[k].d * w % 16 == 0);
-    if (st.pattern != SCATTER) ok = ok && (st.l1.n == 1 || st.l1.d * w % 16 == 0);  // the tile's rows
+    if (rows) ok = ok && (st.l1.n == 1 || st.l1.d * w % 16 == 0);
     if (st.pattern == GATHER && st.lo) ok = ok && st.hi * w % 16 == 0;
     return ok;
 }
 
-// A program streams only when no step would mix plain and streaming stores in one line: every
-// step's pieces stream whole, or are at least kStreamPiece bytes (a plain head and tail each, next
-// to the neighbouring pieces' own). Short pieces with plain heads or tails, and scattered stores
-// (channels-last data: a pixel's few channels per tile; the edge pieces and fills of pads and
-// crops), cost more than streaming saves: D2S depth_first with 16 channels, 16 MiB:
-// 0.71 ms plain, 2.54 ms streamed; TensorFlow's NHWC space_to_batch_nd with pads, 4 channels,
-// 64 MiB: 2.9 ms plain, 5.4 ms streamed.
+// A program streams only when every step's pieces stream whole. A line that gets both plain and
+// streaming stores (the unaligned heads and tails of rows, a pixel's few channels, the edge pieces
+// and fills of pads and crops) costs more than streaming saves: D2S depth_first with 16 channels,
+// 16 MiB: 0.71 ms plain, 2.54 ms streamed; TensorFlow's NHWC space_to_batch_nd with pads, 4
+// channels, 64 MiB: 2.9 ms plain, 5.4 ms streamed; BatchToSpace with crops (rows of 254 floats)
+// 3.6 ms plain, 5.4 ms streamed.
 bool streams(const Step* steps, int nsteps, const char* dst) {
     for (int s = 0; s < nsteps; ++s) {
         const Step& st = steps[s];
-        if (st.rows && st.l1.n && st.l0.n && piece_bytes(st) < kStreamPiece && !(piece_bytes(st) && streams_whole(st, dst)))
-            return false;
+        if (st.rows && st.l1.n && st.l0.n && !streams_whole(st, dst)) return false;
     }
     return true;
 }
@@ -706,11 +747,32 @@ PyObject* py_cache_bytes(PyObject*, PyObject*) {
 
 PyObject* py_workers(PyObject*, PyObject*) { return PyLong_FromLong(pool.workers); }
 
+PyObject* py_streams(PyObject*, PyObject* args) {
+    Py_buffer program;
+    unsigned long long dst;
+    if (!PyArg_ParseTuple(args, "y*K", &program, &dst)) return nullptr;
+    const int64_t* p = static_cast<const int64_t*>(program.buf);
+    const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
+    Step* steps = (n >= 1 && p[0] >= 0 && p[0] <= kMaxSteps) ? new (std::nothrow) Step[p[0] ? p[0] : 1] : nullptr;
+    int64_t total = 0;
+    const bool ok = steps != nullptr && parse(p, n, steps, (int)p[0], &total);
+    const bool result = ok && DM_HAVE_STREAM && streams(steps, (int)p[0], reinterpret_cast<char*>(dst));
+    delete[] steps;
+    PyBuffer_Release(&program);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "datamove._native.streams: a malformed program");
+        return nullptr;
+    }
+    return PyBool_FromLong(result);
+}
+
 PyMethodDef methods[] = {
     {"run", py_run, METH_VARARGS,
      "run(program, src_address, dst_address, threads, stream): execute a lowered program (see the file's header)."},
     {"cache_bytes", py_cache_bytes, METH_NOARGS, "The last-level cache's size in bytes, or 0 when unknown."},
     {"workers", py_workers, METH_NOARGS, "The pool's started worker threads in this process (0 in a new fork)."},
+    {"streams", py_streams, METH_VARARGS,
+     "streams(program, dst_address): whether run() with stream=True streams this program's stores (every piece whole)."},
     {nullptr, nullptr, 0, nullptr},
 };
 
