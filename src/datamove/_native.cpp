@@ -78,13 +78,28 @@ struct Step {
 
 // ------------------------------------------------------------------ stores
 
-// Copy n bytes to d, around the cache when NT (the body as aligned 16-byte streaming stores).
+// Four bytes at d (4-byte aligned) around the cache.
+inline void stream4(char* d, const char* s) {
+#if DM_HAVE_STREAM
+    int v;
+    std::memcpy(&v, s, 4);
+    _mm_stream_si32(reinterpret_cast<int*>(d), v);
+#endif
+}
+
+// Copy n bytes to d, around the cache when NT (the body as aligned 16-byte streaming stores; the
+// head and tail too, as 4-byte ones, where d and n are multiples of 4).
 template <bool NT>
 inline void put_bytes(char* d, const char* s, int64_t n) {
 #if DM_HAVE_STREAM
     if (NT && n >= 64) {
         int64_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
-        std::memcpy(d, s, head);
+        const bool words = (reinterpret_cast<uintptr_t>(d) & 3) == 0 && (n & 3) == 0;
+        if (words) {  // the head and the tail streamed too, four bytes at a time: no plain store at all
+            for (int64_t k = 0; k < head; k += 4) stream4(d + k, s + k);
+        } else {
+            std::memcpy(d, s, head);
+        }
         d += head, s += head, n -= head;
         int64_t body = n & ~int64_t(63);
         for (int64_t k = 0; k < body; k += 64) {
@@ -99,7 +114,11 @@ inline void put_bytes(char* d, const char* s, int64_t n) {
         }
         for (; body + 16 <= n; body += 16)
             _mm_stream_si128(reinterpret_cast<__m128i*>(d + body), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + body)));
-        std::memcpy(d + body, s + body, n - body);
+        if (words) {
+            for (; body < n; body += 4) stream4(d + body, s + body);
+        } else {
+            std::memcpy(d + body, s + body, n - body);
+        }
         return;
     }
 #endif
@@ -111,12 +130,21 @@ inline void zero_bytes(char* d, int64_t n) {
 #if DM_HAVE_STREAM
     if (NT && n >= 64) {
         int64_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
-        std::memset(d, 0, head);
+        const bool words = (reinterpret_cast<uintptr_t>(d) & 3) == 0 && (n & 3) == 0;
+        if (words) {
+            for (int64_t k = 0; k < head; k += 4) _mm_stream_si32(reinterpret_cast<int*>(d + k), 0);
+        } else {
+            std::memset(d, 0, head);
+        }
         d += head, n -= head;
         int64_t body = n & ~int64_t(15);
         const __m128i z = _mm_setzero_si128();
         for (int64_t k = 0; k < body; k += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), z);
-        std::memset(d + body, 0, n - body);
+        if (words) {
+            for (int64_t k = body; k < n; k += 4) _mm_stream_si32(reinterpret_cast<int*>(d + k), 0);
+        } else {
+            std::memset(d + body, 0, n - body);
+        }
         return;
     }
 #endif
@@ -467,9 +495,10 @@ RowsFn pick_stream(const Step& st) {
     }
 }
 
-// Whether every piece a step writes streams whole: starts 16-byte aligned and 16-byte multiples,
-// which put_bytes streams without a plain store for a head or a tail, and long enough to be worth
-// it (a block tile's pieces pass through an L1 buffer first). Scattered stores never stream.
+// Whether every piece a step writes streams whole: starts 4-byte aligned and 4-byte multiples, which
+// put_bytes streams without a plain store (its head and tail as 4-byte streaming stores), and long
+// enough to be worth it (a block tile's pieces pass through an L1 buffer first). Scattered stores
+// never stream.
 inline bool streams_whole(const Step& st, const char* dst) {
     const int64_t w = st.word;
     int64_t piece = 0, start = st.dst0, least = 256;  // piece and start in words, least in bytes
@@ -486,10 +515,10 @@ inline bool streams_whole(const Step& st, const char* dst) {
             break;
         default: return false;
     }
-    bool ok = piece * w >= least && piece * w % 16 == 0 && reinterpret_cast<uintptr_t>(dst + start * w) % 16 == 0;
-    for (int k = 0; k < st.nouter; ++k) ok = ok && (st.outer[k].n == 1 || st.outer[k].d * w % 16 == 0);
-    if (rows) ok = ok && (st.l1.n == 1 || st.l1.d * w % 16 == 0);
-    if (st.pattern == GATHER && st.lo) ok = ok && st.hi * w % 16 == 0;
+    bool ok = piece * w >= least && piece * w % 4 == 0 && reinterpret_cast<uintptr_t>(dst + start * w) % 4 == 0;
+    for (int k = 0; k < st.nouter; ++k) ok = ok && (st.outer[k].n == 1 || st.outer[k].d * w % 4 == 0);
+    if (rows) ok = ok && (st.l1.n == 1 || st.l1.d * w % 4 == 0);
+    if (st.pattern == GATHER && st.lo) ok = ok && st.hi * w % 4 == 0;
     return ok;
 }
 
