@@ -496,16 +496,17 @@ RowsFn pick_stream(const Step& st) {
 }
 
 // Whether every piece a step writes streams whole: starts 4-byte aligned and 4-byte multiples, which
-// put_bytes streams without a plain store (its head and tail as 4-byte streaming stores), and long
-// enough to be worth it (a block tile's pieces pass through an L1 buffer first). Scattered stores
-// never stream.
+// put_bytes streams without a plain store (its head and tail as 4-byte streaming stores), and at
+// least a line long. Scattered stores never stream.
 inline bool streams_whole(const Step& st, const char* dst) {
     const int64_t w = st.word;
-    int64_t piece = 0, start = st.dst0, least = 256;  // piece and start in words, least in bytes
+    // piece and start in words; least in bytes: from a line, streaming pays (uint8 S2D with 128-byte
+    // rows: 6.4 ms plain, 4.9 ms streamed for 128 MiB), below it a tile's pieces are a pixel's few channels
+    int64_t piece = 0, start = st.dst0, least = 64;
     bool rows = true;  // the tile's rows lie l1.d apart
     switch (st.pattern) {
-        case CONTIGUOUS: piece = st.l0.n; least = 64; break;
-        case FILL: if (st.l0.d != 1) return false; piece = st.l0.n; least = 64; break;
+        case CONTIGUOUS: piece = st.l0.n; break;
+        case FILL: if (st.l0.d != 1) return false; piece = st.l0.n; break;
         case GATHER: piece = st.l0.n; break;
         case SCATTER: piece = st.l0.n * st.block; rows = false; break;
         case GATHER_WINDOW: if (!st.block || st.l0.d != 1) return false; piece = st.l0.n; break;
