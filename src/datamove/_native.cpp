@@ -74,6 +74,7 @@ struct Step {
     const Loop* outer;
     Loop l1, l0;
     int64_t rows, row_cost, first_cost;  // first_cost: the cost of all steps before this one
+    int64_t first, last;  // windows: the blocks wholly inside lo <= t < hi (set by parse: no division per tile)
 };
 
 // ------------------------------------------------------------------ stores
@@ -293,8 +294,7 @@ inline void gather_window_part(const T* src, T* dst, int64_t a, int64_t b, int64
 template <typename T, int B, bool NT>
 inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, d1 = st.l1.d, d0 = st.l0.d, lo = st.lo, hi = st.hi;
-    int64_t first, last;
-    inside_blocks(size, n0, lo, hi, &first, &last);
+    const int64_t first = st.first, last = st.last;
     if (!NT || !B || d0 != 1) return gather_window_part<T, B>(src, dst, a, b, d1, d0, size, 0, n0, first, last, lo, hi);
     constexpr int64_t K = kChunkBytes / sizeof(T);
     alignas(64) T buf[(B ? B : 1) * K];
@@ -327,8 +327,7 @@ inline void scatter_window_part(const T* src, T* dst, int64_t a, int64_t b, int6
 template <typename T, int B, bool NT>
 inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, s1 = st.l1.s, s0 = st.l0.s, lo = st.lo, hi = st.hi;
-    int64_t first, last;
-    inside_blocks(size, n0, lo, hi, &first, &last);
+    const int64_t first = st.first, last = st.last;
     if (!NT || !B || s0 != 1) return scatter_window_part<T, B>(src, dst, a, b, s1, s0, size, 0, n0, first, last, lo, hi);
     constexpr int64_t K = kChunkBytes / sizeof(T);  // positions per chunk: K / size blocks
     constexpr int64_t KB = K / (B ? B : 1);
@@ -728,6 +727,12 @@ bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* tot
         }
         if (st.l1.n < 0 || st.l0.n < 0) return false;
         st.row_cost = std::max<int64_t>(1, st.l1.n * st.l0.n * st.word);
+        st.first = st.last = 0;
+        if (st.pattern == GATHER_WINDOW || st.pattern == SCATTER_WINDOW) {
+            const int64_t size = st.block ? st.block : st.l1.n;
+            if (size < 1) return false;
+            inside_blocks(size, st.l0.n, st.lo, st.hi, &st.first, &st.last);
+        }
         st.first_cost = cost;
         cost += st.rows * st.row_cost;
     }
