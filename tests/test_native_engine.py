@@ -500,3 +500,24 @@ def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
             assert core.streams(program, native_engine._address(out)) == (whole and aligned), (op, args, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op, args, offset)
+
+
+def test_the_last_level_cache_comes_from_sysfs():
+    """The streaming threshold: the L3 instance cpu0 shares (sysfs), not sysconf's sum over every CCX."""
+    import glob
+
+    best = (0, 0)
+    for folder in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            level, kind, text = (open(f"{folder}/{name}").read().strip() for name in ("level", "type", "size"))
+        except OSError:
+            continue
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        size = int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
+        if kind in ("Unified", "Data"):
+            best = max(best, (int(level), size))
+    core = native_engine.core()
+    if best[1]:
+        assert core.cache_bytes() == best[1] == native_engine.STREAM_BYTES
+    else:
+        assert core.cache_bytes() >= 0 and native_engine.STREAM_BYTES > 0

@@ -59,7 +59,7 @@ def core() -> ModuleType:
             "datamove') on a machine with a C++17 compiler and Python's headers"
         ) from exc
     if STREAM_BYTES is None:
-        STREAM_BYTES = _last_level_cache() or module.cache_bytes() or 1 << 25
+        STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
     _native = module
     return module
 
@@ -76,35 +76,6 @@ STREAM_BYTES: Optional[int] = None  # set when the core loads
 # chunks of _CHUNK_WORDS, so the threads can share it.
 _MIN_ROWS = 64
 _CHUNK_WORDS = 1 << 14
-
-
-def _last_level_cache() -> int:
-    """The size of the last-level cache instance cpu0 shares, from sysfs (0 when unknown).
-
-    Not ``sysconf``'s figure, which on AMD EPYC adds up every CCX's L3
-    (384 MiB where a core reaches 32 MiB).
-    """
-    import glob
-
-    best = (0, 0)
-    for folder in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
-        try:
-            with open(f"{folder}/level") as f:
-                level = int(f.read())
-            with open(f"{folder}/type") as f:
-                kind = f.read().strip()
-            with open(f"{folder}/size") as f:
-                text = f.read().strip()
-        except (OSError, ValueError):
-            continue
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-        try:
-            size = int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
-        except ValueError:
-            continue
-        if kind in ("Unified", "Data") and (level, size) > best:
-            best = (level, size)
-    return best[1]
 
 
 def can_take(array: object) -> bool:
