@@ -36,7 +36,8 @@ from . import outputs
 from .caches import BoundedCache
 from .errors import DataMoveError
 
-__all__ = ["Library", "of", "foreign", "name", "NUMPY", "TORCH", "CUPY", "JAX", "DASK", "ARRAY_API", "DLPACK"]
+__all__ = ["Library", "of", "foreign", "name", "checked", "check_dense", "needs_grad", "overlap",
+           "NUMPY", "TORCH", "CUPY", "JAX", "DASK", "ARRAY_API", "DLPACK"]
 
 
 class Library:
