@@ -155,9 +155,7 @@ class TorchRecipe(ForeignRecipe):
             return self.gpu(data, out)
         if out is None and self.fast is not None:
             return self.fast(data)
-        from . import arrays
-
-        return arrays.run(self.call, data, out, self.engine)
+        return super().__call__(data, out)
 
 
 def _torch_formula(call: Call, data: Any) -> Callable[[Any], Any]:

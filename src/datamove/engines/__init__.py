@@ -25,7 +25,7 @@ Adding an engine is a module with these two functions, its name in
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, List, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -75,8 +75,3 @@ def numpy_facts(engine: str, array: np.ndarray) -> route.Facts:
 def select(engine: object, array: np.ndarray) -> Engine:
     """The engine module that runs ``engine`` (``"auto"`` or a name) on the NumPy array ``array``."""
     return get(route.route(numpy_facts(check_name(engine), array)).engine)
-
-
-def engines_for(array: np.ndarray) -> List[str]:
-    """The names of the engines that can take the NumPy array ``array``."""
-    return route.able(numpy_facts("auto", array))

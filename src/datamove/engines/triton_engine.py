@@ -41,7 +41,7 @@ from ..caches import BoundedCache
 from ..libraries import overlap
 from . import moves, torch_layout
 
-__all__ = ["TRITON_MIN_BYTES", "available", "can_take", "wants", "apply", "run", "into", "Planned", "configure"]
+__all__ = ["TRITON_MIN_BYTES", "available", "can_take", "apply", "run", "into", "Planned", "configure"]
 
 from ..route import TRITON_MIN_BYTES  # the route table's threshold, re-exported
 
@@ -95,19 +95,6 @@ def can_take(array: Any) -> bool:
     if tensor.device.type == "cuda":
         return True
     return tensor.device.type == "cpu" and _interpreted()
-
-
-def wants(array: Any) -> bool:
-    """Whether ``engine="auto"`` gives ``array`` to this engine: a CUDA array of at least TRITON_MIN_BYTES."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return False
-    tensor = array if isinstance(array, torch.Tensor) else (array if _is_cupy(array) else None)
-    if tensor is None or getattr(tensor, "nbytes", 0) < TRITON_MIN_BYTES:
-        return False
-    device = getattr(tensor, "device", None)
-    on_cuda = getattr(device, "type", None) == "cuda" or _is_cupy(array)
-    return on_cuda and can_take(array)
 
 
 def run(call: Any, data: Any, out: Any) -> Any:
