@@ -521,3 +521,33 @@ def test_the_last_level_cache_comes_from_sysfs():
         assert core.cache_bytes() == best[1] == native_engine.STREAM_BYTES
     else:
         assert core.cache_bytes() >= 0 and native_engine.STREAM_BYTES > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_streamed_windows_with_rows_longer_than_a_chunk(monkeypatch, seed):
+    """Windows that stream assemble each output row in L1 chunk by chunk (2 KiB): rows of one to two chunks,
+    with pads or crops at both ends, every word width, the output aligned and one item off."""
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    core = native_engine.core()
+    rng = np.random.default_rng(seed)
+    streamed = 0
+    for _ in range(20):
+        dtype = np.dtype(rng.choice([np.uint8, np.uint16, np.float32, np.float64, np.complex128]))
+        b = int(rng.choice([2, 3, 4]))
+        chunk = 2048 // dtype.itemsize
+        width = b * int(rng.integers(chunk // b - 3, 2 * chunk // b + 5))
+        lo, hi = int(rng.integers(0, b + 2)), int(rng.integers(0, b + 2))
+        hi += -(width + lo + hi) % b
+        x = random_array((2, 2, 3, width), dtype, rng)
+        y = random_array((2 * b, 2, 3, width // b + 1), dtype, rng)
+        for op, data, args in (("space_to_batch", x, ([1, 1, 1, b], [0, 0, 0, lo], [0, 0, 0, hi])),
+                               ("batch_to_space", y, ([1, 1, 1, b], [0, 0, 0, min(lo, b)], [0, 0, 0, min(hi, b)]))):
+            expected = getattr(dm, op)(data, *args, engine="numpy")
+            for offset in (0, 1):
+                base = np.zeros(expected.size + 2, dtype)
+                out = base[offset: offset + expected.size].reshape(expected.shape)
+                plan = getattr(plans, op)(data.shape, expected.shape, *(tuple(a) for a in args))
+                streamed += core.streams(native_engine.program(plan, data, out), native_engine._address(out))
+                getattr(dm, op)(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), (op, dtype, b, width, args, offset)
+    assert streamed  # the streamed paths were taken
