@@ -81,8 +81,9 @@ def compiled_call(op: str, args: Tuple[Any, ...], data: Any, out: Any) -> Any:
     return out
 
 
-def facts(data: Any, engine: str = "auto", out: Any = None, view: Any = False) -> route.Facts:
-    """The facts :func:`datamove.route.route` decides ``data``'s path from (``view``: its NumPy view, if known).
+def facts(data: Any, engine: str = "auto", out: Any = None, view: Any = False, target: Any = False) -> route.Facts:
+    """The facts :func:`datamove.route.route` decides ``data``'s path from (``view`` and ``target``: the NumPy
+    views of ``data`` and ``out``, if known).
 
     >>> import numpy as np
     >>> from datamove import route
@@ -100,7 +101,8 @@ def facts(data: Any, engine: str = "auto", out: Any = None, view: Any = False) -
     return route.Facts(
         library.name, engine, view=view is not None, namespace=array_api_engine.can_take(data),
         triton=triton_engine.can_take(data), cuda=library.cuda(data), nbytes=library.nbytes(data),
-        out_view=out is None or library is not libraries.TORCH or library.view(out) is not None,
+        out_view=out is None or library is not libraries.TORCH
+        or (library.view(out) if target is False else target) is not None,
     )
 
 
@@ -114,27 +116,29 @@ def run(call: Call, data: Any, out: Any, engine: str) -> Any:
     engines.check_name(engine)
     library = libraries.of(data)
     assert library is not None and library is not libraries.NUMPY, "run() of a foreign array"
+    target = None
     if out is not None:
         library.check_out(data, out, call.out_shape)
+        target = library.view(out)  # asked once: by the route (PyTorch) and for the write
     view = library.view(data)
-    path = route.route(facts(data, engine, out, view))
+    path = route.route(facts(data, engine, out, view, target))
     if path.through_view:
         assert view is not None
-        return _on_view(call, view, data, out, engines.get(path.engine), library)
+        return _on_view(call, view, target, data, out, engines.get(path.engine), library)
     if out is not None:
         data = library.unaliased(data, out)
     return engines.get(path.engine).run(call, data, out)
 
 
-def _on_view(call: Call, view: np.ndarray, data: Any, out: Any, engine: Any, library: libraries.Library) -> Any:
-    """The NumPy engines on NumPy views of a foreign array's memory (zero copy)."""
+def _on_view(call: Call, view: np.ndarray, target: Optional[np.ndarray], data: Any, out: Any, engine: Any,
+             library: libraries.Library) -> Any:
+    """The NumPy engines on NumPy views of a foreign array's memory (zero copy); ``target``: ``out``'s view."""
     if out is None:
         result = library.empty(call.out_shape, data)
         if result is None:
             return library.from_numpy(engine.run(call, view, None), data)
         engine.run(call, view, library.view(result))
         return result
-    target: Optional[np.ndarray] = library.view(out)
     if target is None or not target.flags.writeable:
         library.write(out, library.from_numpy(engine.run(call, view, None), data))
         return out

@@ -36,7 +36,7 @@ from . import outputs
 from .caches import BoundedCache
 from .errors import DataMoveError
 
-__all__ = ["Library", "of", "foreign", "name", "checked", "check_dense", "needs_grad", "overlap",
+__all__ = ["Library", "of", "foreign", "name", "checked", "check_dense", "needs_grad", "overlap", "span",
            "NUMPY", "TORCH", "CUPY", "JAX", "DASK", "ARRAY_API", "DLPACK"]
 
 
@@ -226,8 +226,8 @@ def needs_grad(tensor: Any) -> bool:
     return bool(tensor.requires_grad) and bool(sys.modules["torch"].is_grad_enabled())
 
 
-def _span(tensor: Any) -> int:
-    """Items from a tensor's first element to its last, inclusive."""
+def span(tensor: Any) -> int:
+    """Items from a PyTorch tensor's first element to its last, inclusive."""
     return int(sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride()))) + 1
 
 
@@ -236,7 +236,7 @@ def overlap(a: Any, b: Any) -> bool:
     if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
         return False
     a0, b0 = a.data_ptr(), b.data_ptr()
-    return bool(a0 < b0 + _span(b) * b.element_size() and b0 < a0 + _span(a) * a.element_size())
+    return bool(a0 < b0 + span(b) * b.element_size() and b0 < a0 + span(a) * a.element_size())
 
 
 class _CuPy(Library):
@@ -353,8 +353,13 @@ def _recognise(array: Any, kind: Any) -> Optional[Library]:
 def _named(base: Library, kind: type) -> Library:
     """``base``'s adapter under the name of ``kind`` (``array_api_strict.Array``), for messages."""
     library = type(base)()
-    library.name = f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
+    library.name = _kind_name(kind)
     return library
+
+
+def _kind_name(kind: type) -> str:
+    """``"top_module.QualName"`` of a type, as messages name arrays of no known library."""
+    return f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
 
 
 def foreign(array: Any) -> bool:
@@ -368,7 +373,7 @@ def name(array: Any) -> str:
     library = of(array)
     if library is not None:
         return library.name
-    return f"{type(array).__module__.split('.')[0]}.{type(array).__qualname__}"
+    return _kind_name(type(array))
 
 
 def check_dense(array: Any, name: str) -> None:

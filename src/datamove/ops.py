@@ -67,8 +67,9 @@ def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
 
 def _run(op: str, resolved: shapes.Resolved, data: Any, out: Any, engine: Any, recipe_key: Any) -> Any:
     """A validated call: its recipe made (and kept under ``recipe_key``), then run."""
-    _check_size(_static(resolved), getattr(data, "dtype", None))
-    call = Call(op, resolved.params, tuple(data.shape), _static(resolved))
+    out_shape = _static(resolved)
+    _check_size(out_shape, getattr(data, "dtype", None))
+    call = Call(op, resolved.params, tuple(data.shape), out_shape)
     return recipes.make(recipe_key, call, data, engine)(data, out)
 
 

@@ -38,7 +38,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from .. import opset
 from ..caches import BoundedCache
-from ..libraries import overlap
+from ..libraries import overlap, span as _span
 from . import moves, torch_layout
 
 __all__ = ["TRITON_MIN_BYTES", "available", "can_take", "apply", "run", "into", "Planned", "configure"]
@@ -103,11 +103,6 @@ def run(call: Any, data: Any, out: Any) -> Any:
 
 
 # ------------------------------------------------------------------ launching
-
-
-def _span(tensor: Any) -> int:
-    """Items from the tensor's first element to its last, inclusive."""
-    return sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride())) + 1
 
 
 def _words(tensor: Any, word: int) -> Any:
