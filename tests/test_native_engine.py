@@ -551,3 +551,81 @@ def test_streamed_windows_with_rows_longer_than_a_chunk(monkeypatch, seed):
                 getattr(dm, op)(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (op, dtype, b, width, args, offset)
     assert streamed  # the streamed paths were taken
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_simd_block_bodies_every_length_and_offset(monkeypatch, stream):
+    """The hand-written SSE2 bodies (4-byte GATHER<3> and SCATTER<3>, byte GATHER<4>) and their scalar tails:
+    rows of 0 to 40 positions, the input and the output 0 to 3 items into a buffer, streamed or not."""
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    rng = np.random.default_rng(5)
+    for n in range(0, 41):
+        for shift in (0, 1, 3):
+            for dtype, block, op, args in ((np.float32, 3, "space_to_depth", ("blocks_first", 3)),
+                                           (np.float32, 3, "space_to_depth", ("depth_first", 3)),
+                                           (np.uint8, 4, "space_to_batch", ([1, 1, 4, 4], [0] * 4, [0] * 4)),
+                                           (np.uint8, 4, "space_to_batch", ([1, 1, 1, 4], [0, 0, 0, 1], [0, 0, 0, 3]))):
+                width = block * n
+                data = random_array((2, 2, block, width), np.dtype(dtype), rng)
+                base = random_array((data.size + shift,), np.dtype(dtype), rng)
+                view = base[shift:].reshape(data.shape)
+                view[...] = data
+                expected = getattr(ref, op)(data, *args)
+                out = np.zeros(expected.size + 3, dtype)[shift: shift + expected.size].reshape(expected.shape)
+                getattr(dm, op)(view, *args, out=out, engine="native")
+                assert same_bits(out, expected), (op, args, n, shift)
+                if dtype == np.float32:  # and back: SCATTER<3>
+                    back = np.zeros(data.size + 3, dtype)[shift: shift + data.size].reshape(data.shape)
+                    dm.depth_to_space(out, args[0], 3, out=back, engine="native")
+                    assert same_bits(back, data), (args, n, shift)
+
+
+def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
+    """Streaming stores where few partial lines are left alone: SpaceToBatch uint8 with a 4 x 4 block writes 16
+    streams of 64-byte pieces, which stream when the output starts on a line and not 16 bytes into one (each
+    piece's partial lines would wait for the other 15 streams); 1 KiB rows stream at either offset."""
+    core = native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    rng = np.random.default_rng(1)
+    for width, on_line_only in ((256, True), (4096, False)):
+        data = random_array((4, 2, 8, width), np.dtype(np.uint8), rng)
+        args = ([1, 1, 4, 4], [0] * 4, [0] * 4)
+        expected = ref.space_to_batch(data, *args)
+        plan = plans.space_to_batch(data.shape, expected.shape, *(tuple(a) for a in args))
+        for offset in (0, 16):
+            raw = np.zeros(expected.size + 128, np.uint8)
+            start = -raw.__array_interface__["data"][0] % 64 + offset
+            out = raw[start: start + expected.size].reshape(expected.shape)
+            streams = core.streams(native_engine.program(plan, data, out), native_engine._address(out))
+            assert streams == (offset == 0 or not on_line_only), (width, offset)
+            dm.space_to_batch(data, *args, out=out, engine="native")
+            assert same_bits(out, expected)
+
+
+def test_the_loop_that_continues_gather_rows_goes_inward_when_its_input_fits_in_l1():
+    """5-D SpaceToDepth depth_first with block 3: the tile writes 16-float rows; the loop that continues them
+    (output stride 16) goes inside the block loop (3 streams, not 9) since the input it passes is 9 KiB;
+    the 4-D blocks_first case keeps the input order (the loop it would pass covers whole images)."""
+    data = np.zeros((2, 8, 24, 48, 48), np.float32)
+    plan = plans.space_to_depth(data.shape, (2, 216, 8, 16, 16), "depth_first", 3)
+    nest = lower(data, np.zeros(plan.out_shape, np.float32), *plan.copies[0])
+    assert (nest.pattern, nest.block) == ("gather", 3)
+    assert nest.loops[-3] == (16, 144, 16) and nest.loops[-4] == (3, 48, 6144)
+    data = np.zeros((2, 64, 256, 256), np.float32)
+    plan = plans.space_to_depth(data.shape, (2, 256, 128, 128), "blocks_first", 2)
+    nest = lower(data, np.zeros(plan.out_shape, np.float32), *plan.copies[0])
+    assert nest.loops[-3] == (2, 256, 2 * 128 * 128 * 64)  # block rows innermost, as the input runs
+
+
+def test_large_results_start_on_a_cache_line():
+    from datamove.outputs import LINE_FROM, allocate
+
+    for dtype in (np.uint8, np.float32, np.complex128, np.dtype("V3")):
+        big = allocate((LINE_FROM // np.dtype(dtype).itemsize + 1,), dtype)
+        assert big.__array_interface__["data"][0] % 64 == 0 and big.flags.c_contiguous and big.flags.writeable
+        assert big.dtype == np.dtype(dtype)
+    result = dm.space_to_batch(np.zeros((1, 4, 512, 512), np.uint8), [1, 1, 4, 4], [0] * 4, [0] * 4)
+    assert result.__array_interface__["data"][0] % 64 == 0 and result.shape == (16, 4, 128, 128)
+    assert allocate((3,), np.float32).flags.owndata  # small ones: plain np.empty
+    with pytest.raises(dm.DataMoveError, match="too big"):
+        allocate((1 << 40, 1 << 40), np.float32)

@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
@@ -80,6 +81,10 @@ struct Step {
 };
 
 // ------------------------------------------------------------------ stores
+
+constexpr int64_t kLine = 64;
+// Streams a thread may write side by side, each a line at a time, and still join each one's partial lines.
+constexpr int64_t kJoinedStreams = 8;
 
 // Four bytes at d (4-byte aligned) around the cache.
 inline void stream4(char* d, const char* s) {
@@ -172,9 +177,105 @@ struct Rows {
     }
 };
 
+// ------------------------------------------------------------------ SIMD block bodies
+// The block tiles the compiler does not vectorize well on plain SSE2 (no -march): it turns stride-3
+// and byte stride-4 loops into scalar code or long shuffle chains. Each returns how many positions
+// it did; the caller's scalar loop does the rest. In cache, 4-byte GATHER<3> went from 4.7x a
+// memcpy of the same bytes to 1.6x, byte GATHER<4> from 6.2x to 1.5x.
+
+#if DM_HAVE_STREAM
+// out row j, positions [0, n & ~3)  <-  in[3 * i + j], 4-byte words: three loads, seven shuffles, three stores.
+inline int64_t gather3_words(const uint32_t* in, uint32_t* o0, uint32_t* o1, uint32_t* o2, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m128 x0 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 3 * i)));
+        const __m128 x1 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 3 * i + 4)));
+        const __m128 x2 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 3 * i + 8)));
+        // row 0 = x0[0] x0[3] x1[2] x2[1]; row 1 = x0[1] x1[0] x1[3] x2[2]; row 2 = x0[2] x1[1] x2[0] x2[3]
+        const __m128 r0 = _mm_shuffle_ps(x0, _mm_shuffle_ps(x1, x2, _MM_SHUFFLE(1, 1, 2, 2)), _MM_SHUFFLE(2, 0, 3, 0));
+        const __m128 r1 = _mm_shuffle_ps(_mm_shuffle_ps(x0, x1, _MM_SHUFFLE(0, 0, 1, 1)),
+                                         _mm_shuffle_ps(x1, x2, _MM_SHUFFLE(2, 2, 3, 3)), _MM_SHUFFLE(2, 0, 2, 0));
+        const __m128 r2 = _mm_shuffle_ps(_mm_shuffle_ps(x0, x1, _MM_SHUFFLE(1, 1, 2, 2)), x2, _MM_SHUFFLE(3, 0, 2, 0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o0 + i), _mm_castps_si128(r0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o1 + i), _mm_castps_si128(r1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o2 + i), _mm_castps_si128(r2));
+    }
+    return i;
+}
+
+// in[3 * i + j]  <-  in row j, positions [0, n & ~3), 4-byte words: the mirror image (nine shuffles).
+inline int64_t scatter3_words(const uint32_t* i0, const uint32_t* i1, const uint32_t* i2, uint32_t* out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m128 r0 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(i0 + i)));
+        const __m128 r1 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(i1 + i)));
+        const __m128 r2 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(i2 + i)));
+        // x0 = r0[0] r1[0] r2[0] r0[1]; x1 = r1[1] r2[1] r0[2] r1[2]; x2 = r2[2] r0[3] r1[3] r2[3]
+        const __m128 x0 = _mm_shuffle_ps(_mm_unpacklo_ps(r0, r1), _mm_shuffle_ps(r2, r0, _MM_SHUFFLE(1, 1, 0, 0)), _MM_SHUFFLE(2, 0, 1, 0));
+        const __m128 x1 = _mm_shuffle_ps(_mm_unpacklo_ps(r1, r2), _mm_unpackhi_ps(r0, r1), _MM_SHUFFLE(1, 0, 3, 2));
+        const __m128 x2 = _mm_shuffle_ps(_mm_shuffle_ps(r2, r0, _MM_SHUFFLE(3, 3, 2, 2)), _mm_unpackhi_ps(r1, r2), _MM_SHUFFLE(3, 2, 2, 0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * i), _mm_castps_si128(x0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * i + 4), _mm_castps_si128(x1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * i + 8), _mm_castps_si128(x2));
+    }
+    return i;
+}
+
+// out row j, positions [0, n & ~15)  <-  in[4 * i + j], bytes: byte j of each 4-byte group, shifted
+// down, masked and packed (16-bit then 8-bit; the values are below 256, so saturation never clips).
+inline int64_t gather4_bytes(const uint8_t* in, uint8_t* const o[4], int64_t n) {
+    const __m128i low = _mm_set1_epi32(0xFF);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i x[4];
+        for (int k = 0; k < 4; ++k) x[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 4 * i + 16 * k));
+        for (int j = 0; j < 4; ++j) {
+            __m128i v[4];
+            for (int k = 0; k < 4; ++k) {
+                const __m128i shifted = j ? _mm_srli_epi32(x[k], 8 * j) : x[k];
+                v[k] = j == 3 ? shifted : _mm_and_si128(shifted, low);
+            }
+            const __m128i r = _mm_packus_epi16(_mm_packs_epi32(v[0], v[1]), _mm_packs_epi32(v[2], v[3]));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o[j] + i), r);
+        }
+    }
+    return i;
+}
+#endif
+
+template <typename T, int B>
+inline int64_t gather_simd(const T* in, T* const o[B], int64_t n) {
+#if DM_HAVE_STREAM
+    if (std::is_same<T, uint32_t>::value && B == 3)
+        return gather3_words(reinterpret_cast<const uint32_t*>(in), reinterpret_cast<uint32_t*>(o[0]),
+                             reinterpret_cast<uint32_t*>(o[1]), reinterpret_cast<uint32_t*>(o[B - 1]), n);
+    if (std::is_same<T, uint8_t>::value && B == 4)
+        return gather4_bytes(reinterpret_cast<const uint8_t*>(in), reinterpret_cast<uint8_t* const*>(o), n);
+#endif
+    return 0;
+}
+
+template <typename T, int B>
+inline int64_t scatter_simd(const T* const in[B], T* out, int64_t n) {
+#if DM_HAVE_STREAM
+    if (std::is_same<T, uint32_t>::value && B == 3)
+        return scatter3_words(reinterpret_cast<const uint32_t*>(in[0]), reinterpret_cast<const uint32_t*>(in[1]),
+                              reinterpret_cast<const uint32_t*>(in[B - 1]), reinterpret_cast<uint32_t*>(out), n);
+#endif
+    return 0;
+}
+
 template <typename T, int B>
 inline void gather_rows(const T* __restrict src, T* __restrict dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
     // out row j, position i  <-  in[i * B + j]
+    {
+        T* o[B];
+        for (int j = 0; j < B; ++j) o[j] = dst + b + rows.at[j];
+        const int64_t done = gather_simd<T, B>(src + a, o, n);
+        if (done) {
+            src += done * B, dst += done, n -= done;
+        }
+    }
     if (B == 2) {
         T* __restrict o0 = dst + b;
         T* __restrict o1 = dst + b + rows.at[1];
@@ -211,6 +312,14 @@ inline void gather_rows(const T* __restrict src, T* __restrict dst, int64_t a, i
 template <typename T, int B>
 inline void scatter_rows(const T* __restrict src, T* __restrict dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
     // out[i * B + j]  <-  in row j, position i
+    {
+        const T* in[B];
+        for (int j = 0; j < B; ++j) in[j] = src + a + rows.at[j];
+        const int64_t done = scatter_simd<T, B>(in, dst + b, n);
+        if (done) {
+            src += done, dst += done * B, n -= done;
+        }
+    }
     T* __restrict out = dst + b;
     const T* __restrict i0 = src + a;
     const T* __restrict i1 = src + a + rows.at[1];
@@ -238,6 +347,17 @@ inline void scatter_rows(const T* __restrict src, T* __restrict dst, int64_t a, 
     }
 }
 
+// The first chunk of a streamed row, in positions of `per` words (of `word` bytes) from `start`: cut
+// so that the chunks after it start on a line, and no line is split between two chunks' stores.
+inline int64_t first_chunk(const void* start, int64_t word, int64_t per, int64_t chunk, int64_t n) {
+    if (n <= chunk) return chunk;
+    const int64_t line = kLine / word;  // words per line
+    const int64_t lead = (int64_t)(reinterpret_cast<uintptr_t>(start) & (kLine - 1)) / word;
+    for (int64_t k = chunk; k > 0 && k > chunk - line; --k)
+        if ((lead + k * per) % line == 0) return k;
+    return chunk;
+}
+
 // GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out.
 template <typename T, int B, bool NT>
 inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
@@ -245,8 +365,9 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
     constexpr int64_t K = kChunkBytes / sizeof(T);
     alignas(64) T buf[B * K];
     const Rows<B> packed(K);
-    for (int64_t i0 = 0; i0 < n; i0 += K) {
-        int64_t k = std::min(K, n - i0);
+    int64_t next = first_chunk(dst + b + rows.at[0], sizeof(T), 1, K, n);
+    for (int64_t i0 = 0, k; i0 < n; i0 += k, next = K) {
+        k = std::min(next, n - i0);
         gather_rows<T, B>(src, buf, a + i0 * B, 0, packed, k);
         for (int j = 0; j < B; ++j)
             put_bytes<true>(reinterpret_cast<char*>(dst + b + rows.at[j] + i0), reinterpret_cast<const char*>(buf + j * K), k * sizeof(T));
@@ -258,8 +379,9 @@ inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& r
     if (!NT) return scatter_rows<T, B>(src, dst, a, b, rows, n);
     constexpr int64_t K = kChunkBytes / sizeof(T);
     alignas(64) T buf[B * K];
-    for (int64_t i0 = 0; i0 < n; i0 += K) {
-        int64_t k = std::min(K, n - i0);
+    int64_t next = first_chunk(dst + b, sizeof(T), B, K, n);
+    for (int64_t i0 = 0, k; i0 < n; i0 += k, next = K) {
+        k = std::min(next, n - i0);
         scatter_rows<T, B>(src, buf, a + i0, 0, rows, k);
         put_bytes<true>(reinterpret_cast<char*>(dst + b + i0 * B), reinterpret_cast<const char*>(buf), k * B * sizeof(T));
     }
@@ -300,8 +422,9 @@ inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step
     if (!NT || !B || d0 != 1) return gather_window_part<T, B>(src, dst, a, b, d1, d0, size, 0, n0, first, last, lo, hi);
     constexpr int64_t K = kChunkBytes / sizeof(T);
     alignas(64) T buf[(B ? B : 1) * K];
-    for (int64_t i0 = 0; i0 < n0; i0 += K) {
-        const int64_t k = std::min(K, n0 - i0);
+    int64_t next = first_chunk(dst + b, sizeof(T), 1, K, n0);
+    for (int64_t i0 = 0, k; i0 < n0; i0 += k, next = K) {
+        k = std::min(next, n0 - i0);
         gather_window_part<T, B>(src, buf, a, -i0, K, 1, size, i0, i0 + k, first, last, lo, hi);
         for (int64_t j = 0; j < size; ++j)
             put_bytes<true>(reinterpret_cast<char*>(dst + b + j * d1 + i0), reinterpret_cast<const char*>(buf + j * K), k * sizeof(T));
@@ -334,8 +457,9 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
     constexpr int64_t K = kChunkBytes / sizeof(T);  // positions per chunk: K / size blocks
     constexpr int64_t KB = K / (B ? B : 1);
     alignas(64) T buf[K];
-    for (int64_t i0 = 0; i0 < n0; i0 += KB) {
-        const int64_t k = std::min(KB, n0 - i0);
+    int64_t next = first_chunk(dst + b, sizeof(T), size, KB, n0);
+    for (int64_t i0 = 0, k; i0 < n0; i0 += k, next = KB) {
+        k = std::min(next, n0 - i0);
         scatter_window_part<T, B>(src, buf, a, -i0 * size, s1, s0, size, i0, i0 + k, first, last, lo, hi);
         const int64_t t0 = std::max(lo, i0 * size), t1 = std::min(hi, (i0 + k) * size);
         if (t0 < t1)
@@ -524,18 +648,72 @@ inline bool streams_whole(const Step& st, const char* dst) {
     return ok;
 }
 
-// A program streams only when every step's pieces stream whole. A line that gets both plain and
-// streaming stores (the unaligned heads and tails of rows, a pixel's few channels, the edge pieces
-// and fills of pads and crops) costs more than streaming saves: D2S depth_first with 16 channels,
-// 16 MiB: 0.71 ms plain, 2.54 ms streamed; TensorFlow's NHWC space_to_batch_nd with pads, 4
-// channels, 64 MiB: 2.9 ms plain, 5.4 ms streamed; BatchToSpace with crops (rows of 254 floats)
-// 3.6 ms plain, 5.4 ms streamed.
+// How many output streams a step writes before its pieces go on where they stopped: a loop that
+// continues the pieces (its dst stride is a piece) and the loops inside it, the tile's rows included.
+// 0 when no loop continues them (each piece's partial lines wait for another step, or never join).
+inline int64_t streams_until_joined(const Step& st) {
+    int64_t piece, ways = 1;
+    switch (st.pattern) {
+        case CONTIGUOUS:
+        case FILL:
+        case GATHER:
+        case GATHER_WINDOW: {
+            // rows next to each other (in groups of lo for two-level block tiles) write one piece
+            const int64_t group = st.pattern == GATHER && st.lo ? st.lo : st.l1.n;
+            const bool adjacent = st.l1.n == 1 || st.l1.d == st.l0.n;
+            piece = adjacent ? st.l0.n * group : st.l0.n;
+            ways = adjacent ? st.l1.n / group : st.l1.n;
+            if (st.pattern == CONTIGUOUS && adjacent && group == st.l1.n) return 1;
+            break;
+        }
+        case SCATTER: piece = st.l0.n * st.block; break;
+        case SCATTER_WINDOW: piece = st.hi - st.lo; break;  // the positions kept: the output row
+        default: return 0;
+    }
+    for (int k = st.nouter - 1; k >= 0; --k) {
+        if (st.outer[k].d == piece) return ways;
+        ways *= st.outer[k].n;
+    }
+    return 0;
+}
+
+// The partial lines at the ends of a step's pieces that are not joined soon (by the same thread within
+// a few other streams): a streamed partial line whose rest comes much later leaves the write-combining
+// buffer half full and costs a partial write to memory. Exact when every piece starts at the same place
+// in a line; else two a piece.
+inline double lone_partial_lines(const Step& st, const char* dst) {
+    const int64_t joined = streams_until_joined(st);
+    if (joined >= 1 && joined <= kJoinedStreams) return 0;
+    const int64_t w = st.word;
+    const bool rows = st.pattern != SCATTER && st.pattern != SCATTER_WINDOW;
+    int64_t piece = rows ? st.l0.n : st.pattern == SCATTER ? st.l0.n * st.block : st.hi - st.lo;
+    const int64_t start = st.dst0 + (st.pattern == SCATTER_WINDOW ? st.lo : 0);
+    bool same_phase = !rows || st.l1.n == 1 || st.l1.d * w % kLine == 0;
+    for (int k = 0; k < st.nouter; ++k) same_phase = same_phase && (st.outer[k].n == 1 || st.outer[k].d * w % kLine == 0);
+    if (st.pattern == GATHER && st.lo) same_phase = same_phase && st.hi * w % kLine == 0;
+    int per_piece = 2;
+    if (same_phase) {
+        const uintptr_t at = reinterpret_cast<uintptr_t>(dst + start * w);
+        per_piece = (at % kLine != 0) + ((at + piece * w) % kLine != 0);
+    }
+    return (double)st.rows * (rows ? st.l1.n : 1) * per_piece;
+}
+
+// A program streams when every step's pieces stream whole and few of the lines it writes are partial
+// lines left alone. Many streams of short pieces off the line (SpaceToBatch uint8 with a 4 x 4 block
+// writes 16 streams of 64 bytes; 5-D SpaceToDepth depth_first with block 3, 9 streams of 64 bytes),
+// at NumPy's usual 16-byte offset into a line, were 2.3-2.5x the copy floor streamed, 1.1-1.2x plain;
+// their lines whole (the output on a line) 0.74-0.87x streamed.
 bool streams(const Step* steps, int nsteps, const char* dst) {
+    double lone = 0, lines = 0;
     for (int s = 0; s < nsteps; ++s) {
         const Step& st = steps[s];
-        if (st.rows && st.l1.n && st.l0.n && !streams_whole(st, dst)) return false;
+        if (!st.rows || !st.l1.n || !st.l0.n) continue;
+        if (!streams_whole(st, dst)) return false;
+        lone += lone_partial_lines(st, dst);
+        lines += (double)st.rows * st.row_cost / kLine;
     }
-    return true;
+    return lone * 2 <= lines;
 }
 
 RowsFn pick(const Step& st, bool stream) {

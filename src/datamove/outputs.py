@@ -15,6 +15,7 @@ False
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any, Tuple
 
@@ -66,10 +67,30 @@ def _check_no_self_overlap(out: np.ndarray[Any, Any]) -> None:
         span = stride * (size - 1) + span
 
 
+#: Results from this many bytes start on a cache line (64 bytes), where NumPy's own large arrays start
+#: 16 bytes into one (malloc's header): then a tile's pieces cover whole lines and can be streamed
+#: past the cache (see ``_native.cpp``, ``streams``). SpaceToBatch uint8 with a 4 x 4 block, 128 MiB:
+#: 0.87x the copy floor on a line, 1.2x off it.
+LINE_FROM = 1 << 20
+LINE = 64
+
+
 def allocate(shape: Tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
-    """A new C-contiguous array for a result; an output too big for NumPy is a DataMoveError."""
+    """A new C-contiguous array for a result, on a cache line when large; an output too big for NumPy is a
+    DataMoveError.
+
+    >>> allocate((1024, 1024), np.float32).__array_interface__["data"][0] % 64
+    0
+    """
     try:
-        return np.empty(shape, dtype)
+        dtype = np.dtype(dtype)
+        nbytes = dtype.itemsize * math.prod(shape)
+        if nbytes < LINE_FROM or dtype.hasobject or nbytes > sys.maxsize - LINE:
+            return np.empty(shape, dtype)
+        raw = np.empty(nbytes + LINE, np.uint8)
+        start = -raw.__array_interface__["data"][0] % LINE
+        result: np.ndarray[Any, Any] = raw[start:start + nbytes].view(dtype).reshape(shape)
+        return result
     except ValueError as exc:  # "array is too big"
         raise DataMoveError(f"the output shape {shape} of dtype {dtype} is too big: {exc}") from None
 
