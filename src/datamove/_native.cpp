@@ -78,6 +78,7 @@ struct Step {
     Loop l1, l0;
     int64_t rows, row_cost, first_cost;  // first_cost: the cost of all steps before this one
     int64_t first, last;  // windows: the blocks wholly inside lo <= t < hi (set by parse: no division per tile)
+    int64_t at[4];         // block tiles: the offsets of the B rows (set by parse: no division per tile)
 };
 
 // ------------------------------------------------------------------ stores
@@ -174,6 +175,9 @@ struct Rows {
     int64_t at[4];
     Rows(int64_t step, int64_t group = 0, int64_t far = 0) {
         for (int j = 0; j < B; ++j) at[j] = group ? (j % group) * step + (j / group) * far : j * step;
+    }
+    explicit Rows(const int64_t* offsets) {
+        for (int j = 0; j < B; ++j) at[j] = offsets[j];
     }
 };
 
@@ -347,6 +351,33 @@ inline void scatter_rows(const T* __restrict src, T* __restrict dst, int64_t a, 
     }
 }
 
+// Four rows of four 4-byte words, transposed in registers: channels-last depth_first tiles with four
+// channels (a 2 x 2 block), which are 64 bytes each and too short for the loops above to pay.
+template <typename T, int B, bool NT>
+inline bool transpose4(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, bool gather) {
+#if DM_HAVE_STREAM
+    if (sizeof(T) != 4 || B != 4 || n != 4) return false;
+    __m128 r[4];
+    if (gather) {  // out row j, position i  <-  in[4 * i + j]
+        for (int k = 0; k < 4; ++k) r[k] = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + a + 4 * k)));
+    } else {       // out[4 * i + j]  <-  in row j, position i
+        for (int k = 0; k < 4; ++k) r[k] = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + a + rows.at[k])));
+    }
+    _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+    for (int k = 0; k < 4; ++k) {
+        T* o = gather ? dst + b + rows.at[k] : dst + b + 4 * k;
+        if (NT && !gather && (reinterpret_cast<uintptr_t>(dst + b) & 15) == 0)
+            _mm_stream_ps(reinterpret_cast<float*>(o), r[k]);
+        else
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_castps_si128(r[k]));
+    }
+    return true;
+#else
+    (void)src, (void)dst, (void)a, (void)b, (void)rows, (void)n, (void)gather;
+    return false;
+#endif
+}
+
 // The first chunk of a streamed row, in positions of `per` words (of `word` bytes) from `start`: cut
 // so that the chunks after it start on a line, and no line is split between two chunks' stores.
 inline int64_t first_chunk(const void* start, int64_t word, int64_t per, int64_t chunk, int64_t n) {
@@ -361,6 +392,7 @@ inline int64_t first_chunk(const void* start, int64_t word, int64_t per, int64_t
 // GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out.
 template <typename T, int B, bool NT>
 inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
+    if (!NT && transpose4<T, B, NT>(src, dst, a, b, rows, n, true)) return;  // (streamed: 16-byte pieces never are)
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);
     constexpr int64_t K = kChunkBytes / sizeof(T);
     alignas(64) T buf[B * K];
@@ -376,6 +408,7 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
 
 template <typename T, int B, bool NT>
 inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
+    if (transpose4<T, B, NT>(src, dst, a, b, rows, n, false)) return;
     if (!NT) return scatter_rows<T, B>(src, dst, a, b, rows, n);
     constexpr int64_t K = kChunkBytes / sizeof(T);
     alignas(64) T buf[B * K];
@@ -525,9 +558,9 @@ inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
             }
         }
     } else if (P == GATHER) {
-        gather<T, B, NT>(src, dst, a, b, Rows<B>(l1.d, st.lo, st.hi), l0.n);
+        gather<T, B, NT>(src, dst, a, b, Rows<B>(st.at), l0.n);
     } else if (P == SCATTER) {
-        scatter<T, B, NT>(src, dst, a, b, Rows<B>(l1.s, st.lo, st.hi), l0.n);
+        scatter<T, B, NT>(src, dst, a, b, Rows<B>(st.at), l0.n);
     } else if (P == GATHER_WINDOW) {
         gather_window<T, B, NT>(src, dst, a, b, st);
     } else if (P == SCATTER_WINDOW) {
@@ -908,6 +941,11 @@ bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* tot
         if (st.l1.n < 0 || st.l0.n < 0) return false;
         st.row_cost = std::max<int64_t>(1, st.l1.n * st.l0.n * st.word);
         st.first = st.last = 0;
+        for (int j = 0; j < 4; ++j) {  // the block tiles' row offsets
+            const int64_t step = st.pattern == GATHER ? st.l1.d : st.l1.s;
+            const bool tile = st.pattern == GATHER || st.pattern == SCATTER;
+            st.at[j] = !tile ? 0 : st.lo ? (j % st.lo) * step + (j / st.lo) * st.hi : j * step;
+        }
         if (st.pattern == GATHER_WINDOW || st.pattern == SCATTER_WINDOW) {
             const int64_t size = st.block ? st.block : st.l1.n;
             if (size < 1) return false;
