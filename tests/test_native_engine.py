@@ -629,3 +629,31 @@ def test_large_results_start_on_a_cache_line():
     assert allocate((3,), np.float32).flags.owndata  # small ones: plain np.empty
     with pytest.raises(dm.DataMoveError, match="too big"):
         allocate((1 << 40, 1 << 40), np.float32)
+
+
+def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
+    """TensorFlow's NHWC SpaceToBatch with pads copies 32-byte pixels whose next pixel goes on where they stop:
+    they stream (16-byte streaming stores), the pad pixels at the row ends (plain, 1/32 of the lines at most)
+    beside them; a block tile's short pieces (D2S depth_first NHWC, 16 channels: 32 bytes) do not."""
+    core = native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    rng = np.random.default_rng(2)
+    tf_args = ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0])
+    nhwc = random_array((1, 30, 254, 8), np.dtype(np.float32), rng)
+    deep = random_array((1, 64, 64, 16), np.dtype(np.float32), rng).transpose(0, 3, 1, 2)
+    for op, data, args, streamed in (("space_to_batch", nhwc, tf_args, True),
+                                     ("depth_to_space", deep, ("depth_first", 2), False)):
+        expected = getattr(ref, op)(np.ascontiguousarray(data), *args)
+        for offset in (0, 1, 4):  # 16-byte aligned; 4 bytes off (streamed as 4-byte words); 16 bytes off
+            base = np.zeros(expected.size + 8, np.float32)
+            start = (-base.__array_interface__["data"][0] % 16) // 4 + offset
+            if op == "space_to_batch":
+                out = base[start: start + expected.size].reshape(expected.shape)
+            else:
+                n, c, h, w = expected.shape
+                out = base[start: start + expected.size].reshape(n, h, w, c).transpose(0, 3, 1, 2)
+            plan_args = [tuple(a) if isinstance(a, list) else a for a in args]
+            plan = getattr(plans, op)(data.shape, expected.shape, *plan_args)
+            assert core.streams(native_engine.program(plan, data, out), native_engine._address(out)) == streamed, (op, offset)
+            getattr(dm, op)(data, *args, out=out, engine="native")
+            assert same_bits(out, expected), (op, offset)

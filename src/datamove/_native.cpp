@@ -79,6 +79,7 @@ struct Step {
     int64_t rows, row_cost, first_cost;  // first_cost: the cost of all steps before this one
     int64_t first, last;  // windows: the blocks wholly inside lo <= t < hi (set by parse: no division per tile)
     int64_t at[4];         // block tiles: the offsets of the B rows (set by parse: no division per tile)
+    bool nt;               // in a streamed program: whether this step streams (set by streams)
 };
 
 // ------------------------------------------------------------------ stores
@@ -101,9 +102,9 @@ inline void stream4(char* d, const char* s) {
 template <bool NT>
 inline void put_bytes(char* d, const char* s, int64_t n) {
 #if DM_HAVE_STREAM
-    if (NT && n >= 64) {
-        int64_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
-        const bool words = (reinterpret_cast<uintptr_t>(d) & 3) == 0 && (n & 3) == 0;
+    const bool words = (reinterpret_cast<uintptr_t>(d) & 3) == 0 && (n & 3) == 0;
+    if (NT && (n >= 64 || words)) {  // (short pieces stream only as words: streams_whole checks they are)
+        int64_t head = std::min<int64_t>(n, (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15);
         if (words) {  // the head and the tail streamed too, four bytes at a time: no plain store at all
             for (int64_t k = 0; k < head; k += 4) stream4(d + k, s + k);
         } else {
@@ -137,9 +138,9 @@ inline void put_bytes(char* d, const char* s, int64_t n) {
 template <bool NT>
 inline void zero_bytes(char* d, int64_t n) {
 #if DM_HAVE_STREAM
-    if (NT && n >= 64) {
-        int64_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
-        const bool words = (reinterpret_cast<uintptr_t>(d) & 3) == 0 && (n & 3) == 0;
+    const bool words = (reinterpret_cast<uintptr_t>(d) & 3) == 0 && (n & 3) == 0;
+    if (NT && (n >= 64 || words)) {
+        int64_t head = std::min<int64_t>(n, (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15);
         if (words) {
             for (int64_t k = 0; k < head; k += 4) _mm_stream_si32(reinterpret_cast<int*>(d + k), 0);
         } else {
@@ -507,7 +508,7 @@ inline void copy_rows(char* d, const char* s, int64_t rows, int64_t d1, int64_t 
     for (int64_t j = 0; j < rows; ++j) std::memcpy(d + j * d1, s + j * s1, N);
 }
 
-// The same, streamed: rows of 64 or 128 bytes at 16-byte aligned destinations (checked by the caller)
+// The same, streamed: rows of 16 to 128 bytes at 16-byte aligned destinations (checked by the caller)
 // as inline streaming stores, without put_bytes' call and head/tail arithmetic per row.
 template <int N>
 inline void stream_rows(char* d, const char* s, int64_t rows, int64_t d1, int64_t s1) {
@@ -531,9 +532,17 @@ inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
         char* d = reinterpret_cast<char*>(dst + b);
         const char* s = reinterpret_cast<const char*>(src + a);
         const int64_t d1 = l1.d * (int64_t)sizeof(T), s1 = l1.s * (int64_t)sizeof(T);
-        if (NT && (bytes == 64 || bytes == 128) && (reinterpret_cast<uintptr_t>(d) | d1) % 16 == 0)
-            return bytes == 64 ? stream_rows<64>(d, s, l1.n, d1, s1) : stream_rows<128>(d, s, l1.n, d1, s1);
-        if (!NT || bytes < 64) {
+        if (NT && (reinterpret_cast<uintptr_t>(d) | d1) % 16 == 0) {
+            switch (bytes) {  // (pieces below a line stream only where the next piece goes on from them)
+                case 16: return stream_rows<16>(d, s, l1.n, d1, s1);
+                case 32: return stream_rows<32>(d, s, l1.n, d1, s1);
+                case 48: return stream_rows<48>(d, s, l1.n, d1, s1);
+                case 64: return stream_rows<64>(d, s, l1.n, d1, s1);
+                case 128: return stream_rows<128>(d, s, l1.n, d1, s1);
+                default: break;
+            }
+        }
+        if (!NT) {
             switch (bytes) {
                 case 4: return copy_rows<4>(d, s, l1.n, d1, s1);
                 case 8: return copy_rows<8>(d, s, l1.n, d1, s1);
@@ -653,6 +662,42 @@ RowsFn pick_stream(const Step& st) {
     }
 }
 
+// How many output streams a step writes before its pieces go on where they stopped: a loop that
+// continues the pieces (its dst stride is a piece) and the loops inside it, the tile's rows included.
+// 0 when no loop continues them (each piece's partial lines wait for another step, or never join).
+inline int64_t streams_until_joined(const Step& st, int64_t* run = nullptr) {
+    int64_t piece, ways = 1;
+    if (run) *run = 0;
+    switch (st.pattern) {
+        case CONTIGUOUS:
+        case FILL:
+        case GATHER:
+        case GATHER_WINDOW: {
+            // rows next to each other (in groups of lo for two-level block tiles) write one piece
+            const int64_t group = st.pattern == GATHER && st.lo ? st.lo : st.l1.n;
+            const bool adjacent = st.l1.n == 1 || st.l1.d == st.l0.n;
+            piece = adjacent ? st.l0.n * group : st.l0.n;
+            ways = adjacent ? st.l1.n / group : st.l1.n;
+            if (st.pattern == CONTIGUOUS && adjacent && group == st.l1.n) {
+                if (run) *run = piece;
+                return 1;
+            }
+            break;
+        }
+        case SCATTER: piece = st.l0.n * st.block; break;
+        case SCATTER_WINDOW: piece = st.hi - st.lo; break;  // the positions kept: the output row
+        default: return 0;
+    }
+    for (int k = st.nouter - 1; k >= 0; --k) {
+        if (st.outer[k].d == piece) {
+            if (run) *run = piece * st.outer[k].n;
+            return ways;
+        }
+        ways *= st.outer[k].n;
+    }
+    return 0;
+}
+
 // Whether every piece a step writes streams whole: starts 4-byte aligned and 4-byte multiples, which
 // put_bytes streams without a plain store (its head and tail as 4-byte streaming stores), and at
 // least a line long. Scattered stores never stream.
@@ -674,40 +719,19 @@ inline bool streams_whole(const Step& st, const char* dst) {
             break;
         default: return false;
     }
-    bool ok = piece * w >= least && piece * w % 4 == 0 && reinterpret_cast<uintptr_t>(dst + start * w) % 4 == 0;
+    if (piece * w < least) {  // short rows stream when the same thread soon writes on where they stop
+        // (only rows copied whole: a block tile's short pieces cost more in its L1 buffer than streaming
+        // saves, D2S depth_first NHWC with 16 channels, 32-byte pieces: 1.4x plain, 3.0x streamed)
+        if (st.pattern != CONTIGUOUS) return false;
+        int64_t run = 0;
+        const int64_t ways = streams_until_joined(st, &run);
+        if (ways < 1 || ways > kJoinedStreams || run * w < least) return false;
+    }
+    bool ok = piece * w % 4 == 0 && reinterpret_cast<uintptr_t>(dst + start * w) % 4 == 0;
     for (int k = 0; k < st.nouter; ++k) ok = ok && (st.outer[k].n == 1 || st.outer[k].d * w % 4 == 0);
     if (rows) ok = ok && (st.l1.n == 1 || st.l1.d * w % 4 == 0);
     if (st.pattern == GATHER && st.lo) ok = ok && st.hi * w % 4 == 0;
     return ok;
-}
-
-// How many output streams a step writes before its pieces go on where they stopped: a loop that
-// continues the pieces (its dst stride is a piece) and the loops inside it, the tile's rows included.
-// 0 when no loop continues them (each piece's partial lines wait for another step, or never join).
-inline int64_t streams_until_joined(const Step& st) {
-    int64_t piece, ways = 1;
-    switch (st.pattern) {
-        case CONTIGUOUS:
-        case FILL:
-        case GATHER:
-        case GATHER_WINDOW: {
-            // rows next to each other (in groups of lo for two-level block tiles) write one piece
-            const int64_t group = st.pattern == GATHER && st.lo ? st.lo : st.l1.n;
-            const bool adjacent = st.l1.n == 1 || st.l1.d == st.l0.n;
-            piece = adjacent ? st.l0.n * group : st.l0.n;
-            ways = adjacent ? st.l1.n / group : st.l1.n;
-            if (st.pattern == CONTIGUOUS && adjacent && group == st.l1.n) return 1;
-            break;
-        }
-        case SCATTER: piece = st.l0.n * st.block; break;
-        case SCATTER_WINDOW: piece = st.hi - st.lo; break;  // the positions kept: the output row
-        default: return 0;
-    }
-    for (int k = st.nouter - 1; k >= 0; --k) {
-        if (st.outer[k].d == piece) return ways;
-        ways *= st.outer[k].n;
-    }
-    return 0;
 }
 
 // The partial lines at the ends of a step's pieces that are not joined soon (by the same thread within
@@ -737,16 +761,28 @@ inline double lone_partial_lines(const Step& st, const char* dst) {
 // writes 16 streams of 64 bytes; 5-D SpaceToDepth depth_first with block 3, 9 streams of 64 bytes),
 // at NumPy's usual 16-byte offset into a line, were 2.3-2.5x the copy floor streamed, 1.1-1.2x plain;
 // their lines whole (the output on a line) 0.74-0.87x streamed.
-bool streams(const Step* steps, int nsteps, const char* dst) {
-    double lone = 0, lines = 0;
+//
+// Steps whose pieces cannot stream whole (a pixel's few channels at the edges of pads, scattered
+// stores) are written with plain stores, and allowed when they are at most 1/32 of the lines: then
+// the lines written both ways are few. (Steps like that making up the bulk of a program cost more
+// streamed than plain: D2S depth_first with 16 channels, 16 MiB: 0.71 ms plain, 2.54 ms streamed;
+// TensorFlow's NHWC space_to_batch_nd with pads, 4 channels, 64 MiB: 2.9 ms plain, 5.4 streamed.)
+bool streams(Step* steps, int nsteps, const char* dst) {
+    double lone = 0, rough = 0, lines = 0;
     for (int s = 0; s < nsteps; ++s) {
-        const Step& st = steps[s];
+        Step& st = steps[s];
+        st.nt = false;
         if (!st.rows || !st.l1.n || !st.l0.n) continue;
-        if (!streams_whole(st, dst)) return false;
-        lone += lone_partial_lines(st, dst);
-        lines += (double)st.rows * st.row_cost / kLine;
+        const double step_lines = (double)st.rows * st.row_cost / kLine;
+        lines += step_lines;
+        st.nt = streams_whole(st, dst);
+        if (st.nt) {
+            lone += lone_partial_lines(st, dst);
+        } else {
+            rough += step_lines;
+        }
     }
-    return lone * 2 <= lines;
+    return lines > 0 && rough * 32 <= lines && lone * 2 <= lines;
 }
 
 RowsFn pick(const Step& st, bool stream) {
@@ -777,7 +813,7 @@ void run_part(const Job& job, int p) {
         // a row belongs to the part in which its cost starts
         int64_t r0 = lo <= begin ? 0 : (lo - begin + st.row_cost - 1) / st.row_cost;
         int64_t r1 = hi >= end ? st.rows : (hi - begin + st.row_cost - 1) / st.row_cost;
-        if (r0 < r1) pick(st, job.stream)(st, job.src, job.dst, r0, r1);
+        if (r0 < r1) pick(st, job.stream && st.nt)(st, job.src, job.dst, r0, r1);
     }
     if (job.stream) fence();
 }
@@ -941,6 +977,7 @@ bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* tot
         if (st.l1.n < 0 || st.l0.n < 0) return false;
         st.row_cost = std::max<int64_t>(1, st.l1.n * st.l0.n * st.word);
         st.first = st.last = 0;
+        st.nt = false;
         for (int j = 0; j < 4; ++j) {  // the block tiles' row offsets
             const int64_t step = st.pattern == GATHER ? st.l1.d : st.l1.s;
             const bool tile = st.pattern == GATHER || st.pattern == SCATTER;
