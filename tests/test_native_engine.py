@@ -583,12 +583,13 @@ def test_simd_block_bodies_every_length_and_offset(monkeypatch, stream):
 def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
     """Streaming stores where few partial lines are left alone: SpaceToBatch uint8 with a 4 x 4 block writes 16
     streams of 64-byte pieces, which stream when the output starts on a line and not 16 bytes into one (each
-    piece's partial lines would wait for the other 15 streams); 1 KiB rows stream at either offset."""
+    piece's partial lines would wait for the other 15 streams: the input the loop that continues them
+    covers, 64 KiB, is more than the 16 KiB it may move inward over); 1 KiB rows stream at either offset."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(1)
     for width, on_line_only in ((256, True), (4096, False)):
-        data = random_array((4, 2, 8, width), np.dtype(np.uint8), rng)
+        data = random_array((2, 2, 64, width), np.dtype(np.uint8), rng)
         args = ([1, 1, 4, 4], [0] * 4, [0] * 4)
         expected = ref.space_to_batch(data, *args)
         plan = plans.space_to_batch(data.shape, expected.shape, *(tuple(a) for a in args))
@@ -615,6 +616,15 @@ def test_the_loop_that_continues_gather_rows_goes_inward_when_its_input_fits_in_
     plan = plans.space_to_depth(data.shape, (2, 256, 128, 128), "blocks_first", 2)
     nest = lower(data, np.zeros(plan.out_shape, np.float32), *plan.copies[0])
     assert nest.loops[-3] == (2, 256, 2 * 128 * 128 * 64)  # block rows innermost, as the input runs
+    # SpaceToBatch uint8 4 x 4 (a gather window, 16 streams): moved while the input it covers fits in 16 KiB
+    from datamove.engines.strided import lower_window
+
+    for height, moved in ((64, True), (256, False)):
+        data = np.zeros((1, 1, height, 256), np.uint8)
+        args = ((1, 1, 4, 4), (0,) * 4, (0,) * 4)
+        plan = plans.space_to_batch(data.shape, (16, 1, height // 4, 64), *args)
+        nest = lower_window(data, np.zeros(plan.out_shape, np.uint8), plan.windows[0])
+        assert (nest.loops[-3] == (height // 4, 1024, 64)) == moved, nest.loops
 
 
 def test_large_results_start_on_a_cache_line():

@@ -96,21 +96,30 @@ def _word(loops: Sequence[Sequence[int]], offsets: Sequence[int], innermost_run:
 JOIN_FOOTPRINT = 16 << 10
 
 
-def _joined(rest: List[List[int]], n: int, word: int) -> List[List[int]]:
-    """``rest`` (outermost first) with the loop that continues a gather tile's ``n``-word output rows moved
-    innermost, when the input it and the loops it passes cover fits in L1 (reread from there).
+#: Output streams a thread writes side by side and still joins each one's partial lines (as
+#: ``kJoinedStreams`` in ``_native.cpp``).
+JOINED_STREAMS = 8
+
+
+def _joined(rest: List[List[int]], n: int, rows: int, word: int) -> List[List[int]]:
+    """``rest`` (outermost first) with the loop that continues a gather tile's ``rows`` output rows of
+    ``n`` words moved innermost, when the loops it passes make more than ``JOINED_STREAMS`` streams and
+    the input it and they cover fits in L1 (reread from there).
 
     A tile's rows go on where they stopped only on that loop; with others inside it the tile writes
     several rows side by side (5-D SpaceToDepth depth_first with block 3: nine 64-byte streams), and
-    streaming stores leave each one's partial lines waiting. Moved: 0.98x the copy floor streamed at
-    NumPy's 16-byte offset into a line, from 1.26x plain.
+    streaming stores leave each one's partial lines waiting. Moved: 1.27x -> 1.07x the copy floor at
+    NumPy's 16-byte offset into a line. (Cut into strips when the loop covers more than L1, as
+    SpaceToBatch uint8 with a 4 x 4 block would need, the streams stay many: 1.24x -> 2.60x.)
     """
     for k, loop in enumerate(rest[:-1]):
-        if loop[2] == n:
-            passed = rest[k:]
-            if max(l[0] * abs(l[1]) for l in passed) * word <= JOIN_FOOTPRINT:
-                return rest[:k] + rest[k + 1:] + [loop]
-            break
+        if loop[2] != n:
+            continue
+        passed = rest[k + 1:]
+        if rows * math.prod(l[0] for l in passed) > JOINED_STREAMS and \
+                max(l[0] * abs(l[1]) for l in [loop] + passed) * word <= JOIN_FOOTPRINT:
+            return rest[:k] + passed + [loop]
+        break
     return rest
 
 
@@ -156,7 +165,7 @@ def schedule(loops: List[List[int]], fill: bool = False, word: int = 1) -> Tuple
                         continue
                     rest = [l for l in loops if l is not i and l is not j]
                     if j[1] == 1 and i[1] == j[0] and i[2] == 1:
-                        found.append((i[0], "gather", j[0], _joined(following(1, rest), i[0], word) + [j, i]))
+                        found.append((i[0], "gather", j[0], _joined(following(1, rest), i[0], j[0], word) + [j, i]))
                     if j[2] == 1 and i[2] == j[0] and i[1] == 1:
                         found.append((i[0] * j[0], "scatter", j[0], following(2, rest) + [j, i]))
         for j1 in loops:  # two block loops whose rows together are B (2 x 2)
@@ -274,6 +283,8 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     rest = _merge(words[:-2])
     side = 1 if window.space == "src" else 2  # follow the contiguous space side
     rest = sorted(rest, key=lambda l: (abs(l[side]), abs(l[3 - side])), reverse=True)
+    if window.space == "src" and blocks[2] == 1:  # a gather window's rows: blocks[0] positions each
+        rest = _joined(rest, blocks[0], offsets[0], itemsize)
     pattern = "gather_window" if window.space == "src" else "scatter_window"
     block = offsets[0] if offsets[0] in BLOCKS else 0
     nest = cast("Tuple[Loop, ...]", tuple(map(tuple, rest + [offsets, blocks])))
