@@ -667,3 +667,40 @@ def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
             assert core.streams(native_engine.program(plan, data, out), native_engine._address(out)) == streamed, (op, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op, offset)
+
+
+@pytest.mark.slow
+def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch):
+    """The core as aarch64 or any non-x86 CPU compiles it (-DDM_PORTABLE: no SSE2 bodies, no streaming stores),
+    bit for bit against the NumPy engine on every tile: block tiles of 2, 3 and 4 in both groupings, windows,
+    every word width, streaming asked for."""
+    import importlib.util
+    import shlex
+    import shutil
+    import sysconfig
+
+    cxx = shlex.split(sysconfig.get_config_var("CXX") or "c++")
+    if shutil.which(cxx[0]) is None:
+        pytest.skip("no C++ compiler")
+    source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "datamove", "_native.cpp")
+    target = str(tmp_path / "portable_native.so")
+    subprocess.run(cxx + ["-O1", "-std=c++17", "-fPIC", "-shared", "-DDM_PORTABLE", "-I", sysconfig.get_paths()["include"],
+                          source, "-o", target, "-pthread"], check=True, capture_output=True, timeout=300)
+    spec = importlib.util.spec_from_file_location("datamove._native", target)
+    portable = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(portable)
+    assert portable.HAVE_STREAM == 0
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "_native", portable)
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    rng = np.random.default_rng(9)
+    for dtype in (np.uint8, np.uint16, np.float32, np.float64, np.complex128):
+        for block in (2, 3, 4):
+            data = random_array((2, 4, 4 * block, 12 * block), np.dtype(dtype), rng)
+            nhwc = np.ascontiguousarray(np.moveaxis(data, 1, -1)).transpose(0, 3, 1, 2)
+            for x in (data, nhwc):
+                for mode in ("blocks_first", "depth_first"):
+                    deep = run_both(dm.space_to_depth, x, mode, block)
+                    run_both(dm.depth_to_space, deep, mode, block)
+                args = ([1, 1, block, block], [0, 0, 1, block - 1], [0, 0, block - 1, 1])
+                run_both(dm.batch_to_space, run_both(dm.space_to_batch, x, *args), *args)

@@ -43,7 +43,7 @@
 #include <new>
 #include <type_traits>
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if (defined(__x86_64__) || defined(_M_X64)) && !defined(DM_PORTABLE)  // DM_PORTABLE: the scalar build other CPUs get (tests)
 #include <emmintrin.h>
 #define DM_HAVE_STREAM 1
 #else
