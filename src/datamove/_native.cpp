@@ -802,10 +802,14 @@ struct Job {
     int parts;
 };
 
+// floor(total * p / parts) without overflow and without __int128 (which MSVC lacks), for 0 <= p <= parts.
+inline int64_t share(int64_t total, int64_t p, int64_t parts) {
+    return total / parts * p + total % parts * p / parts;
+}
+
 // Part p of the job: the rows whose cost falls in [p * total / parts, (p + 1) * total / parts).
 void run_part(const Job& job, int p) {
-    const int64_t lo = (int64_t)((__int128)job.total * p / job.parts);
-    const int64_t hi = (int64_t)((__int128)job.total * (p + 1) / job.parts);
+    const int64_t lo = share(job.total, p, job.parts), hi = share(job.total, p + 1, job.parts);
     for (int s = 0; s < job.nsteps; ++s) {
         const Step& st = job.steps[s];
         const int64_t begin = st.first_cost, end = st.first_cost + st.rows * st.row_cost;
