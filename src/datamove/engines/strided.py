@@ -143,6 +143,9 @@ def schedule(loops: List[List[int]], fill: bool = False, word: int = 1) -> Tuple
       only (``[j2, j1, i]`` innermost, ``j2`` outer), as channels-last
       depth_first data has them (a 2 x 2 block of pixels, each one run of
       channels). The native engine passes ``j2`` as the tile's second row stride.
+    * When several block tiles fit, the one writing the longest pieces (up to
+      64 words; then the first above) is taken: short pieces cost most on the
+      output side.
     * ``"contiguous"``: a loop with both strides 1 goes innermost.
     * ``"strided"``: the loop with the smallest stride on either side goes
       innermost.
