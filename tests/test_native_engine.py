@@ -704,3 +704,32 @@ def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch):
                     run_both(dm.depth_to_space, deep, mode, block)
                 args = ([1, 1, block, block], [0, 0, 1, block - 1], [0, 0, block - 1, 1])
                 run_both(dm.batch_to_space, run_both(dm.space_to_batch, x, *args), *args)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once
+@given(st.sampled_from(["space_to_depth", "space_to_batch"]), st.integers(2, 4), st.sampled_from([1, 2, 4, 8, 16]),
+       st.permutations(range(4)), st.permutations(range(4)), st.integers(0, 3), st.integers(1, 24),
+       st.integers(0, 2**32 - 1))
+def test_streamed_any_layout_and_offset(streaming, op, block, itemsize, in_order, out_order, offset, channels, seed):
+    """Streaming stores forced on every output, any memory order of the input and of the output (channels-last
+    among them), the output 0 to 3 items into its buffer: bit for bit what the NumPy engine writes, and back."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype({1: np.uint8, 2: np.uint16, 4: np.float32, 8: np.float64, 16: np.complex128}[itemsize])
+    shape = (2, channels, 3 * block, 5 * block)
+
+    def laid_out(shape, order, shift=0):
+        dims = [shape[a] for a in order]
+        base = random_array((int(np.prod(dims)) + shift,), dtype, rng)
+        return base[shift:].reshape(dims).transpose(np.argsort(order))
+
+    data = laid_out(shape, in_order)
+    args = (("depth_first" if seed % 2 else "blocks_first", block) if op == "space_to_depth"
+            else ([1, 1, block, block], [0, 0, 1, block - 1], [0, 0, block - 1, 1]))
+    expected = getattr(dm, op)(data, *args, engine="numpy")
+    out = laid_out(expected.shape, out_order, offset)
+    getattr(dm, op)(data, *args, out=out, engine="native")
+    assert same_bits(out, expected)
+    back = laid_out(shape, out_order, offset)
+    inverse = dm.depth_to_space if op == "space_to_depth" else dm.batch_to_space
+    inverse(out, *args, out=back, engine="native")
+    assert same_bits(back, data)
