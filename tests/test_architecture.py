@@ -21,6 +21,8 @@ def _modules() -> Dict[str, Path]:
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         found[name] = path
+    for stub in PACKAGE.rglob("*.pyi"):  # extension modules (the compiled core): leaves, known by their stubs
+        found.setdefault(".".join(stub.relative_to(PACKAGE.parent).with_suffix("").parts), stub)
     return found
 
 

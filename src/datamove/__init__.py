@@ -61,3 +61,19 @@ def _register_torch_ops() -> None:
 
 
 _register_torch_ops()
+
+
+
+def _load_core() -> None:
+    # The compiled core (a small extension module) and its Python side load with the package, about
+    # 1.5 ms, not inside the first large call, which then runs at steady speed. Without a built core,
+    # small calls still work and the first large one raises the ImportError that names the fix.
+    from .engines import native_engine
+
+    try:
+        native_engine.core()
+    except ImportError:
+        pass
+
+
+_load_core()
