@@ -390,13 +390,19 @@ inline int64_t first_chunk(const void* start, int64_t word, int64_t per, int64_t
     return chunk;
 }
 
+// A streamed tile's L1 chunk buffer starts on a page. Where the stack put it by chance, its stores could
+// match the tile's own spilled locals in the low 12 bits (a load then waits for the store: 4K
+// aliasing): BatchToSpace with crops ran 0.9x or 2.5x the copy floor from one build to the next,
+// whatever the arrays' own offsets; on a page, 0.9x in both.
+constexpr size_t kPage = 4096;
+
 // GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out.
 template <typename T, int B, bool NT>
 inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
     if (!NT && transpose4<T, B, NT>(src, dst, a, b, rows, n, true)) return;  // (streamed: 16-byte pieces never are)
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);
     constexpr int64_t K = kChunkBytes / sizeof(T);
-    alignas(64) T buf[B * K];
+    alignas(kPage) T buf[B * K];
     const Rows<B> packed(K);
     int64_t next = first_chunk(dst + b + rows.at[0], sizeof(T), 1, K, n);
     for (int64_t i0 = 0, k; i0 < n; i0 += k, next = K) {
@@ -412,7 +418,7 @@ inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& r
     if (transpose4<T, B, NT>(src, dst, a, b, rows, n, false)) return;
     if (!NT) return scatter_rows<T, B>(src, dst, a, b, rows, n);
     constexpr int64_t K = kChunkBytes / sizeof(T);
-    alignas(64) T buf[B * K];
+    alignas(kPage) T buf[B * K];
     int64_t next = first_chunk(dst + b, sizeof(T), B, K, n);
     for (int64_t i0 = 0, k; i0 < n; i0 += k, next = K) {
         k = std::min(next, n - i0);
@@ -455,7 +461,7 @@ inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step
     const int64_t first = st.first, last = st.last;
     if (!NT || !B || d0 != 1) return gather_window_part<T, B>(src, dst, a, b, d1, d0, size, 0, n0, first, last, lo, hi);
     constexpr int64_t K = kChunkBytes / sizeof(T);
-    alignas(64) T buf[(B ? B : 1) * K];
+    alignas(kPage) T buf[(B ? B : 1) * K];
     int64_t next = first_chunk(dst + b, sizeof(T), 1, K, n0);
     for (int64_t i0 = 0, k; i0 < n0; i0 += k, next = K) {
         k = std::min(next, n0 - i0);
@@ -490,7 +496,7 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
     if (!NT || !B || s0 != 1) return scatter_window_part<T, B>(src, dst, a, b, s1, s0, size, 0, n0, first, last, lo, hi);
     constexpr int64_t K = kChunkBytes / sizeof(T);  // positions per chunk: K / size blocks
     constexpr int64_t KB = K / (B ? B : 1);
-    alignas(64) T buf[K];
+    alignas(kPage) T buf[K];
     int64_t next = first_chunk(dst + b, sizeof(T), size, KB, n0);
     for (int64_t i0 = 0, k; i0 < n0; i0 += k, next = KB) {
         k = std::min(next, n0 - i0);
