@@ -684,7 +684,7 @@ inline int64_t streams_until_joined(const Step& st, int64_t* run = nullptr) {
             const bool adjacent = st.l1.n == 1 || st.l1.d == st.l0.n;
             piece = adjacent ? st.l0.n * group : st.l0.n;
             ways = adjacent ? st.l1.n / group : st.l1.n;
-            if (st.pattern == CONTIGUOUS && adjacent && group == st.l1.n) {
+            if (st.pattern == CONTIGUOUS && adjacent) {
                 if (run) *run = piece;
                 return 1;
             }
@@ -706,7 +706,8 @@ inline int64_t streams_until_joined(const Step& st, int64_t* run = nullptr) {
 
 // Whether every piece a step writes streams whole: starts 4-byte aligned and 4-byte multiples, which
 // put_bytes streams without a plain store (its head and tail as 4-byte streaming stores), and at
-// least a line long. Scattered stores never stream.
+// least a line long, or rows copied whole that the same thread soon goes on from. Scattered stores
+// never stream.
 inline bool streams_whole(const Step& st, const char* dst) {
     const int64_t w = st.word;
     // piece and start in words; least in bytes: from a line, streaming pays (uint8 S2D with 128-byte
