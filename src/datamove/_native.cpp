@@ -704,29 +704,52 @@ inline int64_t streams_until_joined(const Step& st, int64_t* run = nullptr) {
     return 0;
 }
 
+// The pieces a step writes into dst: `piece` words from word `start`, then every outer loop's and (for
+// `rows`) the tile's rows' dst strides apart. False for steps whose stores are scattered (never streamed).
+struct Pieces {
+    int64_t piece, start;
+    bool rows;  // the tile's rows lie l1.d apart (two block loops: hi apart too)
+};
+
+inline bool pieces_of(const Step& st, Pieces* out) {
+    Pieces p{st.l0.n, st.dst0, true};
+    switch (st.pattern) {
+        case CONTIGUOUS: case GATHER: break;
+        case FILL: if (st.l0.d != 1) return false; break;
+        case SCATTER: p.piece = st.l0.n * st.block, p.rows = false; break;
+        case GATHER_WINDOW: if (!st.block || st.l0.d != 1) return false; break;
+        case SCATTER_WINDOW:
+            if (!st.block || st.l0.s != 1) return false;
+            p.piece = st.hi - st.lo, p.start += st.lo, p.rows = false;
+            break;
+        default: return false;
+    }
+    *out = p;
+    return true;
+}
+
+// Whether every dst stride between a step's pieces is a multiple of `bytes`: then every piece starts at
+// the same place in a `bytes`-long unit as the first.
+inline bool strides_divide(const Step& st, const Pieces& p, int64_t bytes) {
+    const int64_t w = st.word;
+    bool ok = !p.rows || st.l1.n == 1 || st.l1.d * w % bytes == 0;
+    for (int k = 0; k < st.nouter; ++k) ok = ok && (st.outer[k].n == 1 || st.outer[k].d * w % bytes == 0);
+    if (st.pattern == GATHER && st.lo) ok = ok && st.hi * w % bytes == 0;
+    return ok;
+}
+
 // Whether every piece a step writes streams whole: starts 4-byte aligned and 4-byte multiples, which
 // put_bytes streams without a plain store (its head and tail as 4-byte streaming stores), and at
 // least a line long, or rows copied whole that the same thread soon goes on from. Scattered stores
 // never stream.
 inline bool streams_whole(const Step& st, const char* dst) {
     const int64_t w = st.word;
-    // piece and start in words; least in bytes: from a line, streaming pays (uint8 S2D with 128-byte
-    // rows: 6.4 ms plain, 4.9 ms streamed for 128 MiB), below it a tile's pieces are a pixel's few channels
-    int64_t piece = 0, start = st.dst0, least = 64;
-    bool rows = true;  // the tile's rows lie l1.d apart
-    switch (st.pattern) {
-        case CONTIGUOUS: piece = st.l0.n; break;
-        case FILL: if (st.l0.d != 1) return false; piece = st.l0.n; break;
-        case GATHER: piece = st.l0.n; break;
-        case SCATTER: piece = st.l0.n * st.block; rows = false; break;
-        case GATHER_WINDOW: if (!st.block || st.l0.d != 1) return false; piece = st.l0.n; break;
-        case SCATTER_WINDOW:
-            if (!st.block || st.l0.s != 1) return false;
-            piece = st.hi - st.lo, start += st.lo, rows = false;
-            break;
-        default: return false;
-    }
-    if (piece * w < least) {  // short rows stream when the same thread soon writes on where they stop
+    // least in bytes: from a line, streaming pays (uint8 S2D with 128-byte rows: 6.4 ms plain, 4.9 ms
+    // streamed for 128 MiB), below it a tile's pieces are a pixel's few channels
+    const int64_t least = 64;
+    Pieces p;
+    if (!pieces_of(st, &p)) return false;
+    if (p.piece * w < least) {  // short rows stream when the same thread soon writes on where they stop
         // (only rows copied whole: a block tile's short pieces cost more in its L1 buffer than streaming
         // saves, D2S depth_first NHWC with 16 channels, 32-byte pieces: 1.4x plain, 3.0x streamed)
         if (st.pattern != CONTIGUOUS) return false;
@@ -734,11 +757,7 @@ inline bool streams_whole(const Step& st, const char* dst) {
         const int64_t ways = streams_until_joined(st, &run);
         if (ways < 1 || ways > kJoinedStreams || run * w < least) return false;
     }
-    bool ok = piece * w % 4 == 0 && reinterpret_cast<uintptr_t>(dst + start * w) % 4 == 0;
-    for (int k = 0; k < st.nouter; ++k) ok = ok && (st.outer[k].n == 1 || st.outer[k].d * w % 4 == 0);
-    if (rows) ok = ok && (st.l1.n == 1 || st.l1.d * w % 4 == 0);
-    if (st.pattern == GATHER && st.lo) ok = ok && st.hi * w % 4 == 0;
-    return ok;
+    return p.piece * w % 4 == 0 && reinterpret_cast<uintptr_t>(dst + p.start * w) % 4 == 0 && strides_divide(st, p, 4);
 }
 
 // The partial lines at the ends of a step's pieces that are not joined soon (by the same thread within
@@ -747,20 +766,14 @@ inline bool streams_whole(const Step& st, const char* dst) {
 // in a line; else two a piece.
 inline double lone_partial_lines(const Step& st, const char* dst) {
     const int64_t joined = streams_until_joined(st);
-    if (joined >= 1 && joined <= kJoinedStreams) return 0;
-    const int64_t w = st.word;
-    const bool rows = st.pattern != SCATTER && st.pattern != SCATTER_WINDOW;
-    int64_t piece = rows ? st.l0.n : st.pattern == SCATTER ? st.l0.n * st.block : st.hi - st.lo;
-    const int64_t start = st.dst0 + (st.pattern == SCATTER_WINDOW ? st.lo : 0);
-    bool same_phase = !rows || st.l1.n == 1 || st.l1.d * w % kLine == 0;
-    for (int k = 0; k < st.nouter; ++k) same_phase = same_phase && (st.outer[k].n == 1 || st.outer[k].d * w % kLine == 0);
-    if (st.pattern == GATHER && st.lo) same_phase = same_phase && st.hi * w % kLine == 0;
+    Pieces p;
+    if ((joined >= 1 && joined <= kJoinedStreams) || !pieces_of(st, &p)) return 0;
     int per_piece = 2;
-    if (same_phase) {
-        const uintptr_t at = reinterpret_cast<uintptr_t>(dst + start * w);
-        per_piece = (at % kLine != 0) + ((at + piece * w) % kLine != 0);
+    if (strides_divide(st, p, kLine)) {
+        const uintptr_t at = reinterpret_cast<uintptr_t>(dst + p.start * st.word);
+        per_piece = (at % kLine != 0) + ((at + p.piece * st.word) % kLine != 0);
     }
-    return (double)st.rows * (rows ? st.l1.n : 1) * per_piece;
+    return (double)st.rows * (p.rows ? st.l1.n : 1) * per_piece;
 }
 
 // A program streams when every step's pieces stream whole and few of the lines it writes are partial
@@ -989,11 +1002,9 @@ bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* tot
         st.row_cost = std::max<int64_t>(1, st.l1.n * st.l0.n * st.word);
         st.first = st.last = 0;
         st.nt = false;
-        for (int j = 0; j < 4; ++j) {  // the block tiles' row offsets
-            const int64_t step = st.pattern == GATHER ? st.l1.d : st.l1.s;
-            const bool tile = st.pattern == GATHER || st.pattern == SCATTER;
-            st.at[j] = !tile ? 0 : st.lo ? (j % st.lo) * step + (j / st.lo) * st.hi : j * step;
-        }
+        const bool tile = st.pattern == GATHER || st.pattern == SCATTER;  // the block tiles' row offsets
+        const Rows<4> rows(tile ? (st.pattern == GATHER ? st.l1.d : st.l1.s) : 0, tile ? st.lo : 0, st.hi);
+        std::copy(rows.at, rows.at + 4, st.at);
         if (st.pattern == GATHER_WINDOW || st.pattern == SCATTER_WINDOW) {
             const int64_t size = st.block ? st.block : st.l1.n;
             if (size < 1) return false;
