@@ -278,15 +278,17 @@ class Recipe:
         # Views on buffers need a C-contiguous input and plain items; worth making for a recipe that is kept.
         if (kept and engine is engines.get("numpy") and data.flags.c_contiguous and not data.dtype.hasobject
                 and data.dtype.itemsize):
+            # Crops or pads: the two-step path, when it can, and nothing else planned or lowered (it takes
+            # every call). It holds a temporary the size of the output: small arrays only.
+            if (call.op in ("batch_to_space", "space_to_batch") and self.dtype.kind in "biufcmM" and data.size
+                    and data.nbytes < engines.NATIVE_MIN_BYTES and (any(call.args[1]) or any(call.args[2]))):
+                self.two_step = _two_step(data, call.op, *call.args)
+                if self.two_step is not None:
+                    return
             try:
                 self._direct(call.plan, data)
             except DataMoveError:  # a layout the lowering refuses: the engine runs it
                 self.copies, self.fills, self.gather = None, [], None
-                return
-            # the two-step path holds a temporary the size of the output: small arrays only
-            if (self.gather is None and call.op in ("batch_to_space", "space_to_batch") and self.dtype.kind in "biufcmM"
-                    and data.size and data.nbytes < engines.NATIVE_MIN_BYTES):
-                self.two_step = _two_step(data, call.op, *call.args)
 
     def _direct(self, plan: Plan, data: np.ndarray) -> None:
         from .engines.strided import lower, lower_fill
@@ -357,8 +359,6 @@ def _two_step(data: np.ndarray, op: str, block_shape: Tuple[int, ...], begin: Tu
     padded array's one strided view copied by ``reshape``. (The temporary is
     small: this path is for arrays below :data:`~datamove.engines.NATIVE_MIN_BYTES`.)
     """
-    from .engines.strided import lower
-
     if op == "batch_to_space":
         source_shape = data.shape
         plan = _whole_blocks(op, block_shape, source_shape)
@@ -369,16 +369,12 @@ def _two_step(data: np.ndarray, op: str, block_shape: Tuple[int, ...], begin: Tu
         plan = _whole_blocks(op, block_shape, source_shape)
         full_shape = plan.out_shape
         inside = tuple(slice(b, b + d) for b, d in zip(begin, data.shape))
-    if len(plan.copies) != 1:
+    gather = _gather(plan, _c_strides(source_shape))
+    if gather is None:
         return None
-    source = _c_layout(source_shape, data.dtype)
-    nest = lower(source, _c_layout(full_shape, data.dtype), *plan.copies[0], aligned=False)
-    if nest.word != data.dtype.itemsize:
-        return None
-    loops = sorted(nest.loops, key=lambda l: -l[2])
-    shape = tuple(l[0] for l in loops) or (1,)
-    strides = tuple(l[1] * nest.word for l in loops) or (0,)
-    offset = nest.src_start * nest.word
+    shape, steps, start = gather
+    strides = tuple(s * data.dtype.itemsize for s in steps)
+    offset = start * data.dtype.itemsize
     dtype = data.dtype
     if op == "batch_to_space":
         def run(data: np.ndarray) -> np.ndarray:

@@ -60,15 +60,20 @@ def _byte_loops(array: np.ndarray, view: View) -> Tuple[int, List[Tuple[int, int
 
 
 def _merge(loops: List[List[int]]) -> List[List[int]]:
-    """Merge pairs of loops contiguous on every side, repeatedly; drop count-1 loops."""
-    loops = [list(l) for l in loops if l[0] != 1]
+    """Merge pairs of loops contiguous on every side, repeatedly; drop count-1 loops.
+
+    (Loops are ``[count, src_stride, dst_stride]``; written out for the two sides, not as a generator:
+    this runs for every piece of every first call.)
+    """
+    loops = [[n, s, d] for n, s, d in loops if n != 1]
     merged = True
     while merged:
         merged = False
-        for i, outer in enumerate(loops):
+        for i, (_, outer_s, outer_d) in enumerate(loops):
             for j, inner in enumerate(loops):
-                if i != j and all(outer[k] == inner[k] * inner[0] for k in range(1, len(inner))):
-                    inner[0] *= outer[0]
+                n = inner[0]
+                if outer_s == inner[1] * n and outer_d == inner[2] * n and i != j:
+                    inner[0] = n * loops[i][0]
                     del loops[i]
                     merged = True
                     break
