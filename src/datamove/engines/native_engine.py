@@ -24,7 +24,7 @@ Outputs of :data:`STREAM_BYTES` or more are written with non-temporal stores
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -116,37 +116,41 @@ def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int,
     return steps
 
 
-def _windowed(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> Optional[List[List[int]]]:
+def _windowed(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
+              addresses: Tuple[int, int]) -> Optional[List[List[int]]]:
     """The steps of ``plan.windows`` and ``plan.window_fills``, or None if a window cannot be lowered."""
     steps = []
     for window in plan.windows:
-        nest = lower_window(data, out, window)
+        nest = lower_window(data, out, window, addresses)
         if nest is None:
             return None
         steps.append(_step(nest.pattern, nest.word, nest.block, nest.lo, nest.hi, nest.src_start, nest.dst_start, nest.loops))
     for view in plan.window_fills:
-        fill = lower_fill(out, view, widest=16)
+        fill = lower_fill(out, view, widest=16, address=addresses[1])
         steps += _split("fill", fill.word, 0, 0, fill.dst_start, fill.loops)
     return steps
 
 
-def program(plan: Plan, data: np.ndarray, out: np.ndarray) -> bytes:
+def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[Tuple[int, int]] = None) -> bytes:
     """``plan`` on these arrays as the compiled core's program (see ``_native.cpp``).
 
     Kept per (plan, layouts, item size, alignments): a repeated call skips the lowering.
+    ``addresses``: the arrays' lowest addresses, when the caller has them.
     """
-    key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, _address(data) % 16, _address(out) % 16)
+    if addresses is None:
+        addresses = (_address(data), _address(out))
+    key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, addresses[0] % 16, addresses[1] % 16)
     found = _PROGRAMS.get(key)
     if found is not None:
         return found
-    steps = _windowed(plan, data, out) if plan.windows else None
+    steps = _windowed(plan, data, out, addresses) if plan.windows else None
     if steps is None:
         steps = []
         for src, dst in plan.copies:
-            copy = lower(data, out, src, dst, widest=16)
+            copy = lower(data, out, src, dst, widest=16, addresses=addresses)
             steps += _split(copy.pattern, copy.word, copy.block, copy.src_start, copy.dst_start, copy.loops)
         for view in plan.fills:
-            fill = lower_fill(out, view, widest=16)
+            fill = lower_fill(out, view, widest=16, address=addresses[1])
             steps += _split("fill", fill.word, 0, 0, fill.dst_start, fill.loops)
     found = np.array([len(steps)] + [x for s in steps for x in s], dtype=np.int64).tobytes()
     return _PROGRAMS.put(key, found)
@@ -168,6 +172,7 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     if out.size == 0:
         return out
     native = _native or core()
-    native.run(program(plan, data, out), _address(data), _address(out), threads.get_num_threads(),
+    addresses = (_address(data), _address(out))
+    native.run(program(plan, data, out, addresses), *addresses, threads.get_num_threads(),
                out.nbytes >= (STREAM_BYTES or 0))
     return out

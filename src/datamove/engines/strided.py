@@ -51,7 +51,11 @@ class LoopNest(NamedTuple):
 
 def _lowest_offset(array: np.ndarray) -> int:
     """Byte offset of the lowest-addressed element from ``array``'s data pointer."""
-    return sum((n - 1) * s for n, s in zip(array.shape, array.strides) if s < 0)
+    low = 0
+    for n, s in zip(array.shape, array.strides):
+        if s < 0:
+            low += (n - 1) * s
+    return low
 
 
 def _byte_loops(array: np.ndarray, view: View) -> Tuple[int, List[Tuple[int, int]]]:
@@ -167,27 +171,35 @@ def schedule(loops: List[List[int]], fill: bool = False, word: int = 1) -> Tuple
         # SpaceToDepth as GATHER<4> writes pieces of 2 words, 2.3x the copy floor; as SCATTER<4> 16, 1.4x.
         found: List[Tuple[int, str, int, List[List[int]]]] = []
         for j in loops:
-            if j[0] in BLOCKS:
+            b = j[0]
+            if b in BLOCKS and (j[1] == 1 or j[2] == 1):
                 for i in loops:
                     if i is j:
                         continue
-                    rest = [l for l in loops if l is not i and l is not j]
-                    if j[1] == 1 and i[1] == j[0] and i[2] == 1:
-                        found.append((i[0], "gather", j[0], _joined(following(1, rest), i[0], j[0], word) + [j, i]))
-                    if j[2] == 1 and i[2] == j[0] and i[1] == 1:
-                        found.append((i[0] * j[0], "scatter", j[0], following(2, rest) + [j, i]))
+                    if j[1] == 1 and i[1] == b and i[2] == 1:
+                        rest = [l for l in loops if l is not i and l is not j]
+                        found.append((i[0], "gather", b, _joined(following(1, rest), i[0], b, word) + [j, i]))
+                    if j[2] == 1 and i[2] == b and i[1] == 1:
+                        rest = [l for l in loops if l is not i and l is not j]
+                        found.append((i[0] * b, "scatter", b, following(2, rest) + [j, i]))
         for j1 in loops:  # two block loops whose rows together are B (2 x 2)
+            if j1[1] != 1 and j1[2] != 1:
+                continue
             for j2 in loops:
-                if j2 is j1 or j1[0] * j2[0] not in BLOCKS:
-                    continue
                 block = j1[0] * j2[0]
+                if j2 is j1 or block not in BLOCKS:
+                    continue
+                gather2, scatter2 = j1[1] == 1 and j2[1] == j1[0], j1[2] == 1 and j2[2] == j1[0]
+                if not (gather2 or scatter2):
+                    continue
                 for i in loops:
                     if i is j1 or i is j2:
                         continue
-                    rest = [l for l in loops if l is not i and l is not j1 and l is not j2]
-                    if j1[1] == 1 and j2[1] == j1[0] and i[1] == block and i[2] == 1:
+                    if gather2 and i[1] == block and i[2] == 1:
+                        rest = [l for l in loops if l is not i and l is not j1 and l is not j2]
                         found.append((i[0], "gather2", block, following(1, rest) + [j2, j1, i]))
-                    if j1[2] == 1 and j2[2] == j1[0] and i[2] == block and i[1] == 1:
+                    if scatter2 and i[2] == block and i[1] == 1:
+                        rest = [l for l in loops if l is not i and l is not j1 and l is not j2]
                         found.append((i[0] * block, "scatter2", block, following(2, rest) + [j2, j1, i]))
         if found:
             _, pattern, block, ordered = max(found, key=lambda f: min(f[0], 64))  # the first of the longest
@@ -231,29 +243,34 @@ def _finish(loops: List[List[int]], starts: Sequence[int], addresses: Sequence[i
 
 
 def lower(src_array: np.ndarray, dst_array: np.ndarray, src: View, dst: View, aligned: bool = True,
-          widest: int = 8) -> LoopNest:
+          widest: int = 8, addresses: Optional[Tuple[int, int]] = None) -> LoopNest:
     """The loop nest that performs ``dst_array[dst] = src_array[src]``.
 
     With ``aligned`` the word also divides both arrays' addresses (the
     compiled kernels need aligned words; NumPy's copies do not). ``widest``
     caps the word (NumPy has no 16-byte unsigned int; the native core has).
+    ``addresses``: both arrays' :func:`_address`, when the caller has them.
     """
     itemsize = src_array.dtype.itemsize
     src_start, src_loops = _byte_loops(src_array, src)
     dst_start, dst_loops = _byte_loops(dst_array, dst)
     loops = [[n, s, d] for (n, s), (_, d) in zip(src_loops, dst_loops)]
     loops = _merge(loops + [[itemsize, 1, 1]])
-    addresses = (_address(src_array), _address(dst_array)) if aligned else ()
-    word, (pattern, block, loops) = _finish(loops, (src_start, dst_start), addresses, widest=widest)
+    bases: Tuple[int, ...] = ()
+    if aligned:
+        bases = (_address(src_array), _address(dst_array)) if addresses is None else addresses
+    word, (pattern, block, loops) = _finish(loops, (src_start, dst_start), bases, widest=widest)
     nest = cast("Tuple[Loop, ...]", tuple(tuple(l) for l in loops))
     return LoopNest(word, src_start // word, dst_start // word, nest, pattern, block)
 
 
-def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True, widest: int = 8) -> LoopNest:
-    """The loop nest that zero-fills ``dst_array[view]`` (``src`` strides are 0)."""
+def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True, widest: int = 8,
+               address: Optional[int] = None) -> LoopNest:
+    """The loop nest that zero-fills ``dst_array[view]`` (``src`` strides are 0; ``address`` as in :func:`lower`)."""
     start, byte_loops = _byte_loops(dst_array, view)
     loops = _merge([[n, 0, s] for n, s in byte_loops] + [[dst_array.dtype.itemsize, 0, 1]])
-    word, (_, _, loops) = _finish(loops, (start,), (_address(dst_array),) if aligned else (), fill=True, widest=widest)
+    addresses = ((_address(dst_array) if address is None else address),) if aligned else ()
+    word, (_, _, loops) = _finish(loops, (start,), addresses, fill=True, widest=widest)
     return LoopNest(word, 0, start // word, cast("Tuple[Loop, ...]", tuple(tuple(l) for l in loops)), "fill")
 
 
@@ -269,7 +286,7 @@ class WindowNest(NamedTuple):
 
 
 def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any],
-                 window: Window) -> Optional[WindowNest]:
+                 window: Window, addresses: Optional[Tuple[int, int]] = None) -> Optional[WindowNest]:
     """The loop nest of a :class:`~datamove.plans.Window`, or None when the kernels cannot take it.
 
     They take it when the space side's last axis is contiguous and items are
@@ -283,7 +300,9 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     src_start, src_loops = _byte_loops(src_array, window.src)
     dst_start, dst_loops = _byte_loops(dst_array, window.dst)
     loops = [[n, s, d] for (n, s), (_, d) in zip(src_loops, dst_loops)]
-    values = [src_start, dst_start, _address(src_array), _address(dst_array)] + [x for l in loops for x in l[1:]]
+    if addresses is None:
+        addresses = (_address(src_array), _address(dst_array))
+    values = [src_start, dst_start, *addresses] + [x for l in loops for x in l[1:]]
     if any(v % itemsize for v in values):
         return None
     words = [[l[0], l[1] // itemsize, l[2] // itemsize] for l in loops]
