@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -49,6 +52,51 @@ def test_results_own_their_memory_in_c_order(op, args, shape):
     for _ in range(2):  # the first call makes the recipe, the second uses it
         got = op(data, *args)
         assert got.flags.c_contiguous and not np.may_share_memory(got, data)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int16, np.complex128, np.bool_, "M8[s]"])
+def test_small_crops_and_pads_take_the_two_step_path_and_nothing_else(dtype):
+    """A small call with crops or pads keeps only the two-step path (nothing lowered for the direct one,
+    which it would never take), on every plain dtype, with and without ``out=``."""
+    rng = np.random.default_rng(1)
+    for op, args, shape in [(dm.batch_to_space, ([1, 2, 2], [0, 1, 0], [0, 2, 3]), (4, 3, 5)),
+                            (dm.space_to_batch, ([1, 2, 3], [0, 1, 2], [0, 1, 3]), (2, 4, 7))]:
+        data = rng.integers(0, 256, int(np.prod(shape)) * np.dtype(dtype).itemsize, np.uint8).view(dtype).reshape(shape)
+        expected = getattr(ref, op.__name__)(data, *args)
+        for _ in range(2):
+            assert op(data, *args).tobytes() == np.ascontiguousarray(expected).tobytes()
+            out = np.zeros(expected.shape[::-1], dtype).T
+            assert op(data, *args, out=out) is out and np.ascontiguousarray(out).tobytes() == np.ascontiguousarray(expected).tobytes()
+        recipe = recipes.RECIPES[recipes.space_key(op.__name__, *args, data, "auto")]
+        assert recipe.two_step is not None and recipe.copies is None and recipe.gather is None
+
+
+def test_small_inputs_with_large_pads_hold_no_temporary_of_the_output_size():
+    """Pads can make a small input's output any size: no padded temporary then, NumPy or PyTorch
+    (peak extra memory: the output and at most 1 MiB)."""
+    import tracemalloc
+
+    data = np.arange(10_000, dtype=np.float32).reshape(1, 1, 100, 100)  # 40 KB in, 4.6 MiB out
+    args = ([1, 1, 2, 2], [0, 0, 500, 500], [0, 0, 500, 500])
+    for _ in range(2):
+        tracemalloc.start()
+        got = dm.space_to_batch(data, *args)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak <= got.nbytes + (1 << 20), (peak, got.nbytes)
+        assert np.array_equal(got, ref.space_to_batch(data, *args))
+    pytest.importorskip("torch")
+    code = """
+import resource, torch, datamove as dm
+x = torch.arange(10_000, dtype=torch.float32).reshape(1, 1, 100, 100)
+dm.space_to_batch(x[:, :, :2, :2], [1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+y = dm.space_to_batch(x, [1, 1, 2, 2], [0, 0, 2000, 2000], [0, 0, 2000, 2000])
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024, y.numel() * 4)
+"""
+    rise, nbytes = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                           check=True).stdout.split())
+    assert rise <= nbytes + (2 << 20), (rise, nbytes)  # was twice the output: the padded input, then the result
 
 
 def test_parameter_types_are_checked_on_every_call():

@@ -141,7 +141,7 @@ class TorchRecipe(ForeignRecipe):
 
             # the GPU engine, straight away (out= checked here, or by run() when anything is off)
             self.gpu = triton_engine.Planned(call.op, call.params, data, call.out_shape)
-        elif (route.own_ops(facts) and data.device.type in ("cpu", "cuda")
+        elif (route.own_ops(facts) and data.device.type in ("cpu", "cuda") and _small_result(call, data)
               and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN
               and torch_layout.memory_format(data) == sys.modules["torch"].contiguous_format):  # else: keep channels-last
             self.fast = _torch_formula(call, data)
@@ -156,6 +156,12 @@ class TorchRecipe(ForeignRecipe):
         if out is None and self.fast is not None:
             return self.fast(data)
         return super().__call__(data, out)
+
+
+def _small_result(call: Call, data: Any) -> bool:
+    """Whether the result is below the native engine's threshold: PyTorch's own ops pad the input (SpaceToBatch)
+    into a temporary the size of the result, which a small input's pads can make any size."""
+    return math.prod(call.out_shape) * data.element_size() < route.NATIVE_MIN_BYTES
 
 
 def _torch_formula(call: Call, data: Any) -> Callable[[Any], Any]:
@@ -279,9 +285,11 @@ class Recipe:
         if (kept and engine is engines.get("numpy") and data.flags.c_contiguous and not data.dtype.hasobject
                 and data.dtype.itemsize):
             # Crops or pads: the two-step path, when it can, and nothing else planned or lowered (it takes
-            # every call). It holds a temporary the size of the output: small arrays only.
+            # every call). Its temporary is the uncropped result or the padded input: small ones only
+            # (SpaceToBatch's pads can make a small input's output any size).
             if (call.op in ("batch_to_space", "space_to_batch") and self.dtype.kind in "biufcmM" and data.size
-                    and data.nbytes < engines.NATIVE_MIN_BYTES and (any(call.args[1]) or any(call.args[2]))):
+                    and max(data.size, math.prod(call.out_shape)) * data.itemsize < engines.NATIVE_MIN_BYTES
+                    and (any(call.args[1]) or any(call.args[2]))):
                 self.two_step = _two_step(data, call.op, *call.args)
                 if self.two_step is not None:
                     return
