@@ -18,7 +18,7 @@ import datamove as dm
 import reference as ref
 from datamove import engines, plans, shapes
 from datamove.engines import native_engine
-from datamove.engines.strided import lower, schedule
+from datamove.engines.strided import _merge, lower, schedule
 from strategies import depth_case, space_batch_case
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -186,6 +186,27 @@ def test_thread_counts_give_the_same_result():
 
 
 # ------------------------------------------------------------------ scheduling
+
+
+def _merged_by_definition(loops):
+    """The merge rule as first written: the first (outer, inner) pair in list order whose outer loop
+    continues the inner one on both sides becomes one loop, until none does; count-1 loops dropped."""
+    loops = [list(l) for l in loops if l[0] != 1]
+    while True:
+        pair = next(((i, j) for i, outer in enumerate(loops) for j, inner in enumerate(loops)
+                     if i != j and outer[1] == inner[1] * inner[0] and outer[2] == inner[2] * inner[0]), None)
+        if pair is None:
+            return loops
+        i, j = pair
+        loops[j][0] *= loops[i][0]
+        del loops[i]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 3, 4, 8]), st.sampled_from([0, 1, 2, 3, 4, 8, 12, 16, 24, -4]),
+                          st.sampled_from([0, 1, 2, 4, 6, 8, 16, 32, -2])), max_size=10))
+def test_merge_follows_its_definition(loops):
+    assert _merge([list(l) for l in loops]) == _merged_by_definition(loops)
 
 
 def test_schedule_names_the_block_patterns():

@@ -29,7 +29,7 @@ lowering
 from __future__ import annotations
 
 import math
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -66,23 +66,28 @@ def _byte_loops(array: np.ndarray, view: View) -> Tuple[int, List[Tuple[int, int
 def _merge(loops: List[List[int]]) -> List[List[int]]:
     """Merge pairs of loops contiguous on every side, repeatedly; drop count-1 loops.
 
-    (Loops are ``[count, src_stride, dst_stride]``; written out for the two sides, not as a generator:
-    this runs for every piece of every first call.)
+    Loops are ``[count, src_stride, dst_stride]``. Each round merges the first outer loop (in list order)
+    that some other loop continues into the first such inner loop, found through a table of where each
+    loop ends: this runs for every piece of every first call.
     """
     loops = [[n, s, d] for n, s, d in loops if n != 1]
-    merged = True
-    while merged:
-        merged = False
-        for i, (_, outer_s, outer_d) in enumerate(loops):
-            for j, inner in enumerate(loops):
-                n = inner[0]
-                if outer_s == inner[1] * n and outer_d == inner[2] * n and i != j:
-                    inner[0] = n * loops[i][0]
-                    del loops[i]
-                    merged = True
-                    break
-            if merged:
+    while len(loops) > 1:
+        ends: Dict[Tuple[int, int], int] = {}
+        for k in range(len(loops) - 1, -1, -1):  # the first one wins
+            n, s, d = loops[k]
+            ends[(s * n, d * n)] = k
+        for i, (count, s, d) in enumerate(loops):
+            j = ends.get((s, d))
+            if j is not None and j != i:
                 break
+            if j == i:  # a loop that continues itself (strides 0): look for another one
+                j = next((k for k, (n, t, e) in enumerate(loops) if k != i and t * n == s and e * n == d), None)
+                if j is not None:
+                    break
+        else:
+            return loops
+        loops[j][0] *= count
+        del loops[i]
     return loops
 
 
