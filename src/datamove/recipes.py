@@ -158,10 +158,14 @@ class TorchRecipe(ForeignRecipe):
         return super().__call__(data, out)
 
 
+#: The largest temporary a small call's path may hold beside its result: the padded input of SpaceToBatch
+#: (the result's size, which a small input's pads can make any size) or BatchToSpace's uncropped result.
+TEMPORARY_MAX_BYTES = 1 << 20
+
+
 def _small_result(call: Call, data: Any) -> bool:
-    """Whether the result is below the native engine's threshold: PyTorch's own ops pad the input (SpaceToBatch)
-    into a temporary the size of the result, which a small input's pads can make any size."""
-    return math.prod(call.out_shape) * data.element_size() < route.NATIVE_MIN_BYTES
+    """Whether PyTorch's own ops may pad the input (SpaceToBatch) into a temporary the size of the result."""
+    return math.prod(call.out_shape) * data.element_size() <= TEMPORARY_MAX_BYTES
 
 
 def _torch_formula(call: Call, data: Any) -> Callable[[Any], Any]:
@@ -285,10 +289,11 @@ class Recipe:
         if (kept and engine is engines.get("numpy") and data.flags.c_contiguous and not data.dtype.hasobject
                 and data.dtype.itemsize):
             # Crops or pads: the two-step path, when it can, and nothing else planned or lowered (it takes
-            # every call). Its temporary is the uncropped result or the padded input: small ones only
-            # (SpaceToBatch's pads can make a small input's output any size).
+            # every call). Its temporary is the uncropped result (the input's size) or the padded input (the
+            # output's): small ones only.
             if (call.op in ("batch_to_space", "space_to_batch") and self.dtype.kind in "biufcmM" and data.size
-                    and max(data.size, math.prod(call.out_shape)) * data.itemsize < engines.NATIVE_MIN_BYTES
+                    and data.nbytes < engines.NATIVE_MIN_BYTES
+                    and math.prod(call.out_shape) * data.itemsize <= TEMPORARY_MAX_BYTES
                     and (any(call.args[1]) or any(call.args[2]))):
                 self.two_step = _two_step(data, call.op, *call.args)
                 if self.two_step is not None:
@@ -365,7 +370,8 @@ def _two_step(data: np.ndarray, op: str, block_shape: Tuple[int, ...], begin: Tu
     copied by ``reshape``), then the cropped part of it copied out.
     SpaceToBatch: the input copied into a zeroed padded array, then the
     padded array's one strided view copied by ``reshape``. (The temporary is
-    small: this path is for arrays below :data:`~datamove.engines.NATIVE_MIN_BYTES`.)
+    small: this path is for inputs below :data:`~datamove.engines.NATIVE_MIN_BYTES` and results up to
+    :data:`TEMPORARY_MAX_BYTES`.)
     """
     if op == "batch_to_space":
         source_shape = data.shape
