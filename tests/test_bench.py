@@ -76,6 +76,9 @@ def test_process_measurements_run_and_report_positive_times():
     times = bench_process.first_call(case)
     assert times["first_s"] > 0 and times["steady_s"] > 0
     assert 0 < bench_process._import_cost(1) < 5  # seconds: parsed from -X importtime, not a timing assertion
+    shapes = bench_process.new_shapes(count=3)  # the child checks each result against the idiom's
+    assert set(shapes) == {"space_to_depth", "batch_to_space", "space_to_batch"}
+    assert all(v["datamove_s"] > 0 and v["idiom_s"] > 0 for v in shapes.values())
 
 
 def test_large_cases_are_offered_and_labelled():

@@ -403,7 +403,8 @@ def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.Argu
     parser.add_argument("--large", action="store_true", help="add 512 MiB and 1 GiB cases (needs about 4 GiB of memory)")
     parser.add_argument("--process", action="store_true",
                         help="also what a fresh process meets: each case's first call (>= 1 MiB) over its steady call, "
-                             "a 10-call script against the NumPy idiom, import plus 10 calls of 64 MiB")
+                             "a 10-call script against the NumPy idiom, import plus 10 calls of 64 MiB, "
+                             "the first calls of new small shapes")
     parser.add_argument("--install-size", action="store_true", help="also the bytes 'pip install .' adds to a bare venv")
     parser.add_argument("--json", default="bench-results.json", help="where to write the results (default: %(default)s)")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers to time (default: all installed); '' for none")
@@ -441,11 +442,14 @@ def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.Argu
 
         results["script"] = bench_process.script()
         results["cold_start"] = bench_process.cold_start()
+        results["new_shapes"] = shapes = bench_process.new_shapes()
         s, c = results["script"], results["cold_start"]
         print(f"\n10 space_to_depth calls on 32 MiB, whole process: datamove {s['datamove_s']:.3f} s, "
               f"NumPy idiom {s['idiom_s']:.3f} s, ratio {s['ratio']:.2f}")
         print(f"import datamove {c['import_datamove_s'] * 1e3:.1f} ms after numpy; 10 calls of 64 MiB into out= "
               f"{c['ten_calls_s']:.3f} s; together {c['import_plus_calls_s']:.3f} s")
+        print("a new small shape's first call in a warm process (median of 60 shapes), datamove / NumPy idiom: "
+              + "; ".join(f"{op} {v['datamove_s'] * 1e6:.0f} / {v['idiom_s'] * 1e6:.0f} us" for op, v in shapes.items()))
     if args.install_size:
         from . import bench_process
 

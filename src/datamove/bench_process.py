@@ -9,6 +9,8 @@ Used by :mod:`datamove.bench` (``--process``, ``--install-size``):
   reshape/transpose/reshape idiom (medians of paired runs);
 * :func:`cold_start`: ``import datamove`` plus 10 calls of 64 MiB into ``out=``,
   timed inside a new process from before the import;
+* :func:`new_shapes`: in a warm process, the first call of each of many shapes not seen before (small
+  arrays: what a variable-size workload meets on every call), against the NumPy idiom on the same shapes;
 * :func:`install_size`: the bytes ``pip install .`` adds to a bare virtual environment.
 """
 
@@ -24,7 +26,7 @@ import tempfile
 import time
 from typing import Any, Dict, Optional
 
-__all__ = ["first_call", "script", "cold_start", "install_size"]
+__all__ = ["first_call", "script", "cold_start", "new_shapes", "install_size"]
 
 
 def _user_env() -> Dict[str, str]:
@@ -147,6 +149,52 @@ def _import_cost(repeats: int) -> float:
             if line.rstrip().endswith("| datamove"):  # the top-level line: everything it imported
                 extra.append(int(line.split("|")[1]) / 1e6)
     return statistics.median(extra)
+
+
+_NEW_SHAPES = """
+import json, statistics, sys, time
+import numpy as np
+import datamove as dm
+
+def idiom(op, x):
+    n, c, h, w = x.shape
+    if op == "space_to_depth":
+        return x.reshape(n, c, h // 2, 2, w // 2, 2).transpose(0, 3, 5, 1, 2, 4).reshape(n, 4 * c, h // 2, w // 2)
+    if op == "batch_to_space":  # block [1, 1, 2, 2], crops of 1 on each side of H and W
+        y = x.reshape(2, 2, n // 4, c, h, w).transpose(2, 3, 4, 0, 5, 1).reshape(n // 4, c, 2 * h, 2 * w)
+        return y[:, :, 1:-1, 1:-1].copy()
+    y = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))  # space_to_batch, pads of 1
+    n, c, h, w = y.shape
+    return y.reshape(n, c, h // 2, 2, w // 2, 2).transpose(3, 5, 0, 1, 2, 4).reshape(4 * n, c, h // 2, w // 2)
+
+calls = {
+    "space_to_depth": (lambda k: np.ones((1, 4, 16, 2 * k), np.float32), ("blocks_first", 2)),
+    "batch_to_space": (lambda k: np.ones((4, 4, 16, 2 * k), np.float32), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])),
+    "space_to_batch": (lambda k: np.ones((1, 4, 16, 2 * k), np.float32), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])),
+}
+dm.space_to_depth(np.ones((1, 1, 2, 2), np.float32), "blocks_first", 1)  # the process warm, not these shapes
+out = {}
+for op, (make, args) in calls.items():
+    ours, theirs = [], []
+    for k in range(1, int(sys.argv[1]) + 1):
+        x = make(k)
+        t = time.perf_counter(); getattr(dm, op)(x, *args); ours.append(time.perf_counter() - t)
+        t = time.perf_counter(); idiom(op, x); theirs.append(time.perf_counter() - t)
+        y = make(k)
+        assert np.array_equal(getattr(dm, op)(y, *args), idiom(op, y))
+    out[op] = [statistics.median(ours), statistics.median(theirs)]
+print(json.dumps(out))
+"""
+
+
+def new_shapes(count: int = 60) -> Dict[str, Dict[str, float]]:
+    """Per op, in a new process: the median first call of ``count`` small shapes not seen before (4 KiB to
+    32 KiB of float32; SpaceToDepth, BatchToSpace with crops, SpaceToBatch with pads), datamove's and the
+    NumPy idiom's, and their ratio."""
+    result = subprocess.run([sys.executable, "-c", _NEW_SHAPES, str(count)], capture_output=True, text=True,
+                            check=True, env=_user_env())
+    return {op: {"datamove_s": ours, "idiom_s": theirs, "ratio": ours / theirs}
+            for op, (ours, theirs) in json.loads(result.stdout).items()}
 
 
 def install_size(source: Optional[str] = None) -> Dict[str, Any]:
