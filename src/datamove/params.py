@@ -89,6 +89,9 @@ def int_vector(value: object, name: str, limit: Optional[int] = None) -> Optiona
     result = []
     for i in range(length):
         item = value[i]
+        if type(item) is int and -INT64_MAX - 1 <= item <= INT64_MAX:  # the usual item: no names to build
+            result.append(item)
+            continue
         if isinstance(item, (list, tuple)):
             raise DataMoveError(f"{name} must be 1-D, got a nested sequence at {name}[{i}] = {brief(item)}")
         result.append(_check_range(_index(item, f"{name}[{i}]"), f"{name}[{i}]"))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Dict, NamedTuple, Optional, SupportsIndex, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, SupportsIndex, Tuple, Union
 
 from .dims import INT64_MAX, Dim, Interval, as_interval, format_dim, format_shape, to_dim
 from .errors import DataMoveError, brief, number
@@ -148,14 +148,16 @@ def _add(d: Interval, c: int, what: str) -> Interval:
     return (lo, hi)
 
 
-def _divide(d: Interval, k: int, what: str, divisor: str) -> Interval:
-    """``d / k`` exactly: the multiples of ``k`` in ``d``, divided. None fits: error."""
+def _divide(d: Interval, k: int, what: str, divisor: Union[str, Callable[[], str]]) -> Interval:
+    """``d / k`` exactly: the multiples of ``k`` in ``d``, divided. None fits: error (``divisor`` names ``k``;
+    a callable when the name costs something to build)."""
     lo, hi = d
     if k == 1:
         return d
     q_lo = -(-lo // k)
     q_hi = None if hi is None else hi // k
     if q_hi is not None and q_lo > q_hi:
+        divisor = divisor() if callable(divisor) else divisor
         if lo == hi:
             raise DataMoveError(f"{what} = {lo} is not divisible by {divisor} = {k}")
         raise DataMoveError(f"{what} = {_fmt(d)} contains no multiple of {divisor} = {k}")
@@ -193,7 +195,7 @@ def resolve_batch_to_space(data_shape: ShapeLike, block_shape: Optional[IntVecto
         out = [_UNKNOWN]
     else:
         product = math.prod(block)
-        out = [_divide(shape[0], product, "data.shape[0]", f"the product of block_shape {brief(list(block))}")]
+        out = [_divide(shape[0], product, "data.shape[0]", lambda: f"the product of block_shape {brief(list(block))}")]
     for i in range(1, len(shape)):
         if begin is None or end is None:
             out.append(_UNKNOWN)
