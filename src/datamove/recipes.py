@@ -227,11 +227,6 @@ def _whole_blocks(op: str, block_shape: Tuple[int, ...], shape: Tuple[int, ...])
     return plans.space_to_batch(shape, out, block_shape, zeros, zeros)
 
 
-def _byte_strides(shape: Tuple[int, ...], itemsize: int) -> Tuple[int, ...]:
-    """The strides, in bytes, of a C-contiguous array of ``shape``."""
-    return tuple(s * itemsize for s in _c_strides(shape))
-
-
 def _c_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
     """The strides, in items, of a C-contiguous array of ``shape``."""
     strides, step = [], 1
@@ -265,6 +260,15 @@ def _gather(plan: Plan, stride: Tuple[int, ...]) -> Optional[Tuple[Tuple[int, ..
     shape = tuple(src.dims[j][1] for j in order)
     strides = tuple(src.dims[j][2] * stride[src.dims[j][0]] for j in order)
     return shape, strides, sum(b * s for b, s in zip(src.start, stride))
+
+
+def _gather_bytes(plan: Plan, shape: Tuple[int, ...], itemsize: int) -> Optional[_Strided]:
+    """:func:`_gather` over a C-contiguous input of ``shape``, in bytes: ``(shape, strides, offset)``."""
+    found = _gather(plan, _c_strides(shape))
+    if found is None:
+        return None
+    view_shape, steps, start = found
+    return view_shape, tuple(s * itemsize for s in steps), start * itemsize
 
 
 class Recipe:
@@ -321,14 +325,13 @@ class Recipe:
         if len(plan.copies) != 1 or plan.fills or self.dtype.kind not in "biufcmM" or not data.size:
             return False
         itemsize = self.dtype.itemsize
-        found = _gather(plan, tuple(s // itemsize for s in data.strides))
-        if found is None or not found[0] or found[1][-1] == 1:
+        found = _gather_bytes(plan, data.shape, itemsize)
+        if found is None or not found[0] or found[1][-1] == itemsize:
             return False
-        shape, steps, start = found
-        strides = tuple(s * itemsize for s in steps)
-        view = np.ndarray(shape, self.dtype, data, start * itemsize, strides)
-        self.gather = (self.dtype, (shape, strides, start * itemsize), np.may_share_memory(view.reshape(self.out_shape), data))
-        self.copies = [(self.dtype, (shape, strides, start * itemsize), (shape, _byte_strides(shape, itemsize), 0))]
+        shape, strides, offset = found
+        view = np.ndarray(shape, self.dtype, data, offset, strides)
+        self.gather = (self.dtype, found, np.may_share_memory(view.reshape(self.out_shape), data))
+        self.copies = [(self.dtype, found, (shape, tuple(s * itemsize for s in _c_strides(shape)), 0))]
         return True
 
     def _direct(self, plan: Plan, data: np.ndarray) -> None:
@@ -411,12 +414,10 @@ def _two_step(data: np.ndarray, op: str, block_shape: Tuple[int, ...], begin: Tu
         plan = _whole_blocks(op, block_shape, source_shape)
         full_shape = plan.out_shape
         inside = tuple(slice(b, b + d) for b, d in zip(begin, data.shape))
-    gather = _gather(plan, _c_strides(source_shape))
+    gather = _gather_bytes(plan, source_shape, data.dtype.itemsize)
     if gather is None:
         return None
-    shape, steps, start = gather
-    strides = tuple(s * data.dtype.itemsize for s in steps)
-    offset = start * data.dtype.itemsize
+    shape, strides, offset = gather
     dtype = data.dtype
     if op == "batch_to_space":
         def run(data: np.ndarray) -> np.ndarray:
