@@ -25,7 +25,7 @@ Adding an engine is a module with these two functions, its name in
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Dict, Protocol, cast
 
 import numpy as np
 
@@ -53,7 +53,13 @@ class Engine(Protocol):
 
 def get(name: str) -> Engine:
     """The engine module named ``name`` (one of :data:`ENGINES`), imported on first use."""
-    return cast(Engine, importlib.import_module(f"{__name__}.{_MODULES[name]}"))
+    found = _LOADED.get(name)
+    if found is None:  # (two threads may both import it: the same module either way)
+        found = _LOADED[name] = cast(Engine, importlib.import_module(f"{__name__}.{_MODULES[name]}"))
+    return found
+
+
+_LOADED: Dict[str, Engine] = {}
 
 
 def check_name(engine: object) -> str:
