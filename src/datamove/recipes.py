@@ -141,7 +141,7 @@ class TorchRecipe(ForeignRecipe):
 
             # the GPU engine, straight away (out= checked here, or by run() when anything is off)
             self.gpu = triton_engine.Planned(call.op, call.params, data, call.out_shape)
-        elif (route.own_ops(facts) and data.device.type in ("cpu", "cuda") and _small_result(call, data)
+        elif (route.own_ops(facts) and data.device.type in ("cpu", "cuda") and _small_result(call, data.element_size())
               and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN
               and torch_layout.memory_format(data) == sys.modules["torch"].contiguous_format):  # else: keep channels-last
             self.fast = _torch_formula(call, data)
@@ -163,9 +163,10 @@ class TorchRecipe(ForeignRecipe):
 TEMPORARY_MAX_BYTES = 1 << 20
 
 
-def _small_result(call: Call, data: Any) -> bool:
-    """Whether PyTorch's own ops may pad the input (SpaceToBatch) into a temporary the size of the result."""
-    return math.prod(call.out_shape) * data.element_size() <= TEMPORARY_MAX_BYTES
+def _small_result(call: Call, itemsize: int) -> bool:
+    """Whether a path may pad the input (SpaceToBatch) into a temporary the size of the result: NumPy's
+    two-step path, PyTorch's own ops."""
+    return math.prod(call.out_shape) * itemsize <= TEMPORARY_MAX_BYTES
 
 
 def _torch_formula(call: Call, data: Any) -> Callable[[Any], Any]:
@@ -302,7 +303,7 @@ class Recipe:
             # output's): small ones only.
             if (call.op in ("batch_to_space", "space_to_batch") and self.dtype.kind in "biufcmM" and data.size
                     and data.nbytes < engines.NATIVE_MIN_BYTES
-                    and math.prod(call.out_shape) * data.itemsize <= TEMPORARY_MAX_BYTES
+                    and _small_result(call, data.itemsize)
                     and (any(call.args[1]) or any(call.args[2]))):
                 self.two_step = _two_step(data, call.op, *call.args)
                 if self.two_step is not None:
