@@ -185,6 +185,57 @@ def test_thread_counts_give_the_same_result():
         dm.set_num_threads(before)
 
 
+
+def _split_case(rng):
+    """A random call of 0.25-4 MiB (so its rows are cut among threads), NCHW or NHWC, crops and pads."""
+    op = rng.choice(["s2d", "d2s", "b2s", "s2b"])
+    rank = int(rng.integers(3, 6))
+    dtype = np.dtype(rng.choice([np.uint8, np.int16, np.float32, np.float64, np.complex128]))
+    block = [1] + [int(rng.integers(1, 4)) for _ in range(rank - 1)]
+    if op in ("s2d", "d2s"):
+        b = int(rng.integers(2, 5))
+        spatial = [int(rng.integers(1, 7)) for _ in range(rank - 2)]
+        channels = int(rng.integers(1, 4))
+        inner = channels * int(np.prod(spatial)) * b ** (rank - 2)
+        shape = [0, channels] + [b * n for n in spatial] if op == "s2d" else [0, channels * b ** (rank - 2)] + spatial
+        args, f = (str(rng.choice(["blocks_first", "depth_first"])), b), (dm.space_to_depth if op == "s2d" else dm.depth_to_space)
+    elif op == "b2s":
+        spatial = [int(rng.integers(1, 8)) for _ in range(rank - 1)]
+        crops = [[0] + [int(rng.integers(0, k * n // 3 + 1)) for k, n in zip(block[1:], spatial)] for _ in range(2)]
+        inner, shape = int(np.prod(spatial)), [0] + spatial
+        args, f = (block, *crops), dm.batch_to_space
+    else:
+        pads = [[0] + [int(rng.integers(0, 3)) for _ in range(rank - 1)] for _ in range(2)]
+        shape = [0] + [k * ((p + q) // k + int(rng.integers(1, 8))) - p - q for k, p, q in zip(block[1:], pads[0][1:], pads[1][1:])]
+        inner = int(np.prod(shape[1:]))
+        args, f = (block, *pads), dm.space_to_batch
+    per_batch = inner * dtype.itemsize * (int(np.prod(block)) if op == "b2s" else 1)  # b2s: whole batches of blocks
+    shape[0] = max(1, int(rng.integers(1 << 18, 1 << 22)) // per_batch) * (per_batch // (inner * dtype.itemsize))
+    data = random_array(shape, dtype, rng)
+    if rank == 4 and rng.random() < 0.5:  # channels-last memory
+        data = np.ascontiguousarray(np.moveaxis(data, 1, -1)).transpose(0, 3, 1, 2)
+    return f, data, args
+
+
+def test_rows_cut_among_threads_anywhere():
+    # Each thread takes a range of rows that starts and ends anywhere in the loops (the odometer, and the
+    # whole runs of the innermost loop that skip it): every thread count gives the one-thread bytes.
+    rng = np.random.default_rng(14)
+    before = dm.get_num_threads()
+    try:
+        for _ in range(60):
+            f, data, args = _split_case(rng)
+            try:
+                expected = f(data, *args, engine="numpy")
+            except dm.DataMoveError:
+                continue
+            for threads in (1, 2, 3, 7):
+                dm.set_num_threads(threads)
+                assert same_bits(f(data, *args, engine="native"), expected), (f.__name__, data.shape, data.dtype, args, threads)
+    finally:
+        dm.set_num_threads(before)
+
+
 # ------------------------------------------------------------------ scheduling
 
 

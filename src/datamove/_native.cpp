@@ -597,7 +597,10 @@ inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
 
 // Rows [r0, r1) of a step: the outer loops walked as an odometer, a tile per row.
 template <typename T, int P, int B, bool NT>
-void run_rows(const Step& st, char* src_base, char* dst_base, int64_t r0, int64_t r1) {
+void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int64_t r1) {
+    // A local copy: the tiles' stores (any type, and the build has -fno-strict-aliasing) cannot reach it,
+    // so the compiler keeps its fields in registers instead of reloading them for every tile.
+    const Step st = step;
     const T* src = reinterpret_cast<const T*>(src_base);
     T* dst = reinterpret_cast<T*>(dst_base);
     int64_t index[kMaxLoops];
@@ -609,20 +612,33 @@ void run_rows(const Step& st, char* src_base, char* dst_base, int64_t r0, int64_
         a += index[k] * l.s;
         b += index[k] * l.d;
     }
-    // the innermost outer loop runs straight through; the odometer only carries into the others
-    const Loop inner = st.nouter ? st.outer[st.nouter - 1] : Loop{1, 0, 0};
+    // The innermost outer loop runs straight through, and from its start, whole runs of it under the next
+    // loop too: the odometer only carries into the others. (Carried per run of a short innermost loop, it
+    // cost as much as the tiles: SpaceToDepth of 16 x 16 images, 4 MiB, 0.78 -> 0.52 ms on one thread.)
+    const int last = st.nouter - 1;
+    const Loop inner = st.nouter ? st.outer[last] : Loop{1, 0, 0};
     for (int64_t r = r0; r < r1;) {
-        const int64_t at = st.nouter ? index[st.nouter - 1] : 0;
-        const int64_t run = std::min(r1 - r, inner.n - at);
-        for (int64_t m = 0; m < run; ++m) tile<T, P, B, NT>(src, dst, a + m * inner.s, b + m * inner.d, st);
-        r += run;
+        const int64_t at = st.nouter ? index[last] : 0;
+        int64_t run = std::min(r1 - r, inner.n - at), runs = 1;
+        const Loop next = last >= 1 ? st.outer[last - 1] : Loop{1, 0, 0};
+        if (at == 0 && last >= 1) runs = std::max<int64_t>(1, std::min((r1 - r) / inner.n, next.n - index[last - 1]));
+        if (runs > 1) run = inner.n;
+        for (int64_t q = 0; q < runs; ++q)
+            for (int64_t m = 0; m < run; ++m)
+                tile<T, P, B, NT>(src, dst, a + q * next.s + m * inner.s, b + q * next.d + m * inner.d, st);
+        r += runs * run;
         if (r >= r1) break;
-        if (st.nouter) {
-            index[st.nouter - 1] = inner.n - 1;  // the row the loop ended on: carry from there
+        if (st.nouter) {  // the row the runs ended on: carry from there
+            index[last] = inner.n - 1;
             a += (run - 1) * inner.s;
             b += (run - 1) * inner.d;
         }
-        for (int k = st.nouter - 1; k >= 0; --k) {  // next row
+        if (runs > 1) {
+            index[last - 1] += runs - 1;
+            a += (runs - 1) * next.s;
+            b += (runs - 1) * next.d;
+        }
+        for (int k = last; k >= 0; --k) {  // next row
             const Loop& l = st.outer[k];
             if (++index[k] < l.n) {
                 a += l.s;
