@@ -16,8 +16,10 @@ False
 from __future__ import annotations
 
 import math
+import os
 import sys
-from typing import Any, Tuple
+import threading
+from typing import Any, List, Tuple
 
 import numpy as np
 
@@ -74,10 +76,90 @@ def _check_no_self_overlap(out: np.ndarray[Any, Any]) -> None:
 LINE_FROM = 1 << 20
 LINE = 64
 
+#: Buffers of results up to this many bytes are kept for the next call once nothing refers to them.
+#: A new buffer's pages are faulted in and zeroed by the kernel on their first write, which is most of
+#: what an allocating call costs over one into ``out=`` (32 MiB float32 SpaceToDepth, 2 threads:
+#: 6.7 ms fresh, 3.8 ms reused). glibc keeps freed blocks below 32 MiB for reuse, but not larger ones.
+POOL_MAX_BYTES = 64 << 20
+#: How many buffers the pool holds, in use or idle: two, so ``y = op(x)`` in a loop (the last ``y``
+#: still alive during the call) alternates between them. Idle, it holds at most 2 * POOL_MAX_BYTES.
+POOL_SLOTS = 2
+
+
+def _refs(buffers: List[np.ndarray[Any, Any]], i: int) -> int:
+    return sys.getrefcount(buffers[i])
+
+
+#: What :func:`_refs` counts for a buffer that only the pool holds: no result, and no view of one, is alive
+#: (each holds its buffer as its ``base``). Measured, not assumed, so another interpreter cannot make a
+#: buffer still in use look idle.
+_IDLE = _refs([np.empty(1, np.uint8)], 0)
+
+
+class _Pool:
+    """The buffers of recent large results, each reused once the caller has let go of it.
+
+    A buffer is idle when only the pool refers to it (reference counts; every view of a result holds
+    the buffer). A request takes the smallest idle buffer that fits it with less than its own size to
+    spare; otherwise the idle buffers are freed first, so a new buffer never sits beside unused ones,
+    and the oldest past :data:`POOL_SLOTS` are forgotten (freed when their results are).
+
+    >>> pool = _Pool()
+    >>> a = pool.take(1000)
+    >>> b = pool.take(1000)
+    >>> a is b
+    False
+    >>> a_address = a.ctypes.data; del a
+    >>> pool.take(1000).ctypes.data == a_address
+    True
+    """
+
+    def __init__(self) -> None:
+        self._buffers: List[np.ndarray[Any, Any]] = []
+        self._lock = threading.Lock()
+
+    def reset_after_fork(self) -> None:
+        # a thread of the parent may have held the lock at fork(); the child has only this thread
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> np.ndarray[Any, Any]:
+        """A buffer of ``nbytes`` bytes or a little more (uint8), kept for reuse up to ``POOL_MAX_BYTES``."""
+        with self._lock:
+            buffers = self._buffers
+            best = -1
+            for i in range(len(buffers)):
+                if _refs(buffers, i) == _IDLE and nbytes <= buffers[i].size < 2 * nbytes and (
+                        best < 0 or buffers[i].size < buffers[best].size):
+                    best = i
+            if best >= 0:
+                raw = buffers.pop(best)
+            else:
+                buffers[:] = [buffers[i] for i in range(len(buffers)) if _refs(buffers, i) != _IDLE]
+                raw = np.empty(nbytes, np.uint8)
+                if nbytes > POOL_MAX_BYTES:
+                    return raw
+                del buffers[:max(0, len(buffers) + 1 - POOL_SLOTS)]
+            buffers.append(raw)
+            return raw
+
+
+_pool = _Pool()
+
+
+def _after_fork_in_child() -> None:
+    _pool.reset_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
 
 def allocate(shape: Tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
     """A new C-contiguous array for a result, on a cache line when large; an output too big for NumPy is a
     DataMoveError.
+
+    From 1 MiB to ``POOL_MAX_BYTES`` (64 MiB) its memory may be that of an earlier result that nothing
+    refers to any more, whose pages are already in place (``_Pool``).
 
     >>> allocate((1024, 1024), np.float32).__array_interface__["data"][0] % 64
     0
@@ -87,7 +169,7 @@ def allocate(shape: Tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
         nbytes = dtype.itemsize * math.prod(shape)
         if nbytes < LINE_FROM or dtype.hasobject or nbytes > sys.maxsize - LINE:
             return np.empty(shape, dtype)
-        raw = np.empty(nbytes + LINE, np.uint8)
+        raw = _pool.take(nbytes + LINE)
         start = -raw.__array_interface__["data"][0] % LINE
         result: np.ndarray[Any, Any] = raw[start:start + nbytes].view(dtype).reshape(shape)
         return result
