@@ -8,6 +8,7 @@ outputs no array can hold, huge integers and names in messages, threads.
 from __future__ import annotations
 
 import itertools
+import subprocess
 import sys
 import threading
 from collections.abc import Sequence
@@ -243,3 +244,24 @@ def test_all_four_ops_from_eight_threads(engine, monkeypatch):
         sys.setswitchinterval(interval)
     assert not failures, failures[:5]
     assert len(recipes.RECIPES) <= 8 and len(native_engine._PROGRAMS) <= 4  # the bound holds exactly: put() locks
+
+
+def test_a_child_forked_while_another_thread_adds_a_recipe_can_add_its_own():
+    """A cache's lock held at fork() (another thread inside ``put``) is renewed in the child, which would wait forever."""
+    code = (
+        "import os, signal, numpy as np, datamove as dm\n"
+        "from datamove import recipes\n"
+        "recipes.RECIPES._lock.acquire()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    signal.alarm(30)\n"
+        "    x = np.arange(2 * 4 * 8 * 6, dtype=np.float32).reshape(2, 4, 8, 6)\n"
+        "    ok = (dm.space_to_depth(x, 'blocks_first', 2) == dm.space_to_depth(x, 'blocks_first', 2, engine='numpy')).all()\n"
+        "    os._exit(0 if ok else 3)\n"
+        "recipes.RECIPES._lock.release()\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"

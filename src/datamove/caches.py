@@ -4,7 +4,8 @@ Recipes (:mod:`datamove.recipes`), the compiled core's programs and the GPU
 engine's launches and tables are each kept in one. Lookups are the dict's own
 ``get`` (no Python-level call on the hot path, atomic under the GIL);
 :meth:`BoundedCache.put` adds an entry and forgets the oldest past the bound
-under a lock, so threads adding at once never evict past it or fail.
+under a lock, so threads adding at once never evict past it or fail; a
+forked child gets new locks (a parent's thread may have held one at fork()).
 
 >>> cache = BoundedCache(2)
 >>> for key in "abc":
@@ -15,12 +16,17 @@ under a lock, so threads adding at once never evict past it or fail.
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Dict, Hashable, TypeVar
+import weakref
+from typing import Any, Dict, Hashable, List, TypeVar
 
 __all__ = ["BoundedCache"]
 
 V = TypeVar("V")
+
+#: Every cache made, for the forked child (a dict subclass is unhashable: no WeakSet).
+_CACHES: "List[weakref.ref[BoundedCache[Any]]]" = []
 
 
 class BoundedCache(Dict[Hashable, V]):
@@ -30,6 +36,7 @@ class BoundedCache(Dict[Hashable, V]):
         super().__init__()
         self.maxsize = maxsize
         self._lock = threading.Lock()
+        _CACHES[:] = [ref for ref in _CACHES if ref() is not None] + [weakref.ref(self)]
 
     def put(self, key: Hashable, value: V) -> V:
         """Keep ``value`` under ``key``, forgetting the oldest entries past ``maxsize``; return ``value``."""
@@ -38,3 +45,14 @@ class BoundedCache(Dict[Hashable, V]):
             while len(self) > self.maxsize:
                 del self[next(iter(self))]
         return value
+
+
+def _after_fork_in_child() -> None:
+    for ref in _CACHES:
+        cache = ref()
+        if cache is not None:
+            cache._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
