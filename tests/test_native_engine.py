@@ -629,18 +629,23 @@ def test_streamed_windows_with_rows_longer_than_a_chunk(monkeypatch, seed):
     assert streamed  # the streamed paths were taken
 
 
+_SIMD_CASES = [(dtype, block, "space_to_depth", (mode, block))
+               for dtype in (np.uint8, np.uint16, np.float32) for block in (2, 3, 4)
+               for mode in ("blocks_first", "depth_first")] + [
+    (np.uint8, 4, "space_to_batch", ([1, 1, 4, 4], [0] * 4, [0] * 4)),
+    (np.uint8, 4, "space_to_batch", ([1, 1, 1, 4], [0, 0, 0, 1], [0, 0, 0, 3]))]
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_simd_block_bodies_every_length_and_offset(monkeypatch, stream):
-    """The hand-written SSE2 bodies (4-byte GATHER<3> and SCATTER<3>, byte GATHER<4>) and their scalar tails:
-    rows of 0 to 40 positions, the input and the output 0 to 3 items into a buffer, streamed or not."""
+    """The hand-written SIMD bodies (GATHER and SCATTER of 1-, 2- and 4-byte words in blocks of 2, 3 and 4) and
+    their scalar tails: rows of 0 to 40 positions, the input and the output 0 to 3 items into a buffer, streamed
+    or not, and back through DepthToSpace."""
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
     rng = np.random.default_rng(5)
     for n in range(0, 41):
         for shift in (0, 1, 3):
-            for dtype, block, op, args in ((np.float32, 3, "space_to_depth", ("blocks_first", 3)),
-                                           (np.float32, 3, "space_to_depth", ("depth_first", 3)),
-                                           (np.uint8, 4, "space_to_batch", ([1, 1, 4, 4], [0] * 4, [0] * 4)),
-                                           (np.uint8, 4, "space_to_batch", ([1, 1, 1, 4], [0, 0, 0, 1], [0, 0, 0, 3]))):
+            for dtype, block, op, args in _SIMD_CASES:
                 width = block * n
                 data = random_array((2, 2, block, width), np.dtype(dtype), rng)
                 base = random_array((data.size + shift,), np.dtype(dtype), rng)
@@ -649,11 +654,11 @@ def test_simd_block_bodies_every_length_and_offset(monkeypatch, stream):
                 expected = getattr(ref, op)(data, *args)
                 out = np.zeros(expected.size + 3, dtype)[shift: shift + expected.size].reshape(expected.shape)
                 getattr(dm, op)(view, *args, out=out, engine="native")
-                assert same_bits(out, expected), (op, args, n, shift)
-                if dtype == np.float32:  # and back: SCATTER<3>
+                assert same_bits(out, expected), (dtype, op, args, n, shift)
+                if op == "space_to_depth":  # and back: SCATTER<block>
                     back = np.zeros(data.size + 3, dtype)[shift: shift + data.size].reshape(data.shape)
-                    dm.depth_to_space(out, args[0], 3, out=back, engine="native")
-                    assert same_bits(back, data), (args, n, shift)
+                    dm.depth_to_space(out, args[0], block, out=back, engine="native")
+                    assert same_bits(back, data), (dtype, args, n, shift)
 
 
 def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):

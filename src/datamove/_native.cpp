@@ -50,6 +50,15 @@
 #define DM_HAVE_STREAM 0
 #endif
 
+// SSSE3's byte shuffle, for blocks of 3 narrow words, in functions compiled for it and called only where
+// the CPU has it (the module itself targets any x86-64 CPU); GCC and Clang only.
+#if DM_HAVE_STREAM && defined(__GNUC__)
+#include <tmmintrin.h>
+#define DM_HAVE_SSSE3 1
+#else
+#define DM_HAVE_SSSE3 0
+#endif
+
 namespace {
 
 enum Pattern { CONTIGUOUS = 0, GATHER = 1, SCATTER = 2, STRIDED = 3, FILL = 4, GATHER_WINDOW = 5, SCATTER_WINDOW = 6 };
@@ -248,6 +257,83 @@ inline int64_t gather4_bytes(const uint8_t* in, uint8_t* const o[4], int64_t n) 
 }
 #endif
 
+#if DM_HAVE_SSSE3
+const bool kSsse3 = (__builtin_cpu_init(), __builtin_cpu_supports("ssse3"));
+
+// Byte shuffles for blocks of 3 words of W bytes: 48 bytes as three vectors. Gathering, [j][k] picks from
+// input vector k the bytes of output row j (its next 16 bytes); scattering, [k][j] picks from row j's
+// 16 bytes those of output vector k. -128: a zero byte, for the OR of the three.
+struct Shuffle3 {
+    alignas(16) int8_t m[3][3][16];
+};
+
+template <int W, bool Gather>
+constexpr Shuffle3 shuffle3() {
+    Shuffle3 t{};
+    for (int a = 0; a < 3; ++a)
+        for (int k = 0; k < 3; ++k)
+            for (int q = 0; q < 16; ++q) t.m[a][k][q] = -128;
+    for (int a = 0; a < 3; ++a)
+        for (int q = 0; q < 16; ++q) {
+            if (Gather) {  // row a, byte q: position q / W, word 3 * (q / W) + a of the 48 bytes
+                const int from = (3 * (q / W) + a) * W + q % W;
+                t.m[a][from / 16][q] = (int8_t)(from % 16);
+            } else {       // vector a, byte q: byte g of the 48, word g / W = 3 * position + row
+                const int g = 16 * a + q, word = g / W;
+                t.m[a][word % 3][q] = (int8_t)((word / 3) * W + g % W);
+            }
+        }
+    return t;
+}
+
+template <int W, bool Gather>
+constexpr Shuffle3 kShuffle3 = shuffle3<W, Gather>();
+
+// out row j, positions [0, n & ~(16 / W - 1))  <-  in[3 * i + j], words of W = 1 or 2 bytes: nine shuffles per 48 bytes.
+template <int W>
+__attribute__((target("ssse3"))) int64_t gather3_narrow(const char* in, char* o0, char* o1, char* o2, int64_t n) {
+    constexpr int64_t P = 16 / W;  // positions per vector
+    const Shuffle3& t = kShuffle3<W, true>;
+    __m128i m[3][3];
+    for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 3; ++k) m[j][k] = _mm_load_si128(reinterpret_cast<const __m128i*>(t.m[j][k]));
+    char* const o[3] = {o0, o1, o2};
+    int64_t i = 0;
+    for (; i + P <= n; i += P) {
+        __m128i x[3];
+        for (int k = 0; k < 3; ++k) x[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 3 * W * i + 16 * k));
+        for (int j = 0; j < 3; ++j) {
+            const __m128i r = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(x[0], m[j][0]), _mm_shuffle_epi8(x[1], m[j][1])),
+                                           _mm_shuffle_epi8(x[2], m[j][2]));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o[j] + W * i), r);
+        }
+    }
+    return i;
+}
+
+// in[3 * i + j]  <-  in row j, words of W = 1 or 2 bytes: the mirror image.
+template <int W>
+__attribute__((target("ssse3"))) int64_t scatter3_narrow(const char* i0, const char* i1, const char* i2, char* out, int64_t n) {
+    constexpr int64_t P = 16 / W;
+    const Shuffle3& t = kShuffle3<W, false>;
+    __m128i m[3][3];
+    for (int k = 0; k < 3; ++k)
+        for (int j = 0; j < 3; ++j) m[k][j] = _mm_load_si128(reinterpret_cast<const __m128i*>(t.m[k][j]));
+    int64_t i = 0;
+    for (; i + P <= n; i += P) {
+        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(i0 + W * i));
+        const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(i1 + W * i));
+        const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(i2 + W * i));
+        for (int k = 0; k < 3; ++k) {
+            const __m128i x = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(r0, m[k][0]), _mm_shuffle_epi8(r1, m[k][1])),
+                                           _mm_shuffle_epi8(r2, m[k][2]));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * W * i + 16 * k), x);
+        }
+    }
+    return i;
+}
+#endif
+
 template <typename T, int B>
 inline int64_t gather_simd(const T* in, T* const o[B], int64_t n) {
 #if DM_HAVE_STREAM
@@ -256,6 +342,11 @@ inline int64_t gather_simd(const T* in, T* const o[B], int64_t n) {
                              reinterpret_cast<uint32_t*>(o[1]), reinterpret_cast<uint32_t*>(o[B - 1]), n);
     if (std::is_same<T, uint8_t>::value && B == 4)
         return gather4_bytes(reinterpret_cast<const uint8_t*>(in), reinterpret_cast<uint8_t* const*>(o), n);
+#endif
+#if DM_HAVE_SSSE3
+    if (sizeof(T) <= 2 && B == 3 && kSsse3)
+        return gather3_narrow<sizeof(T)>(reinterpret_cast<const char*>(in), reinterpret_cast<char*>(o[0]),
+                                         reinterpret_cast<char*>(o[1]), reinterpret_cast<char*>(o[B - 1]), n);
 #endif
     return 0;
 }
@@ -266,6 +357,11 @@ inline int64_t scatter_simd(const T* const in[B], T* out, int64_t n) {
     if (std::is_same<T, uint32_t>::value && B == 3)
         return scatter3_words(reinterpret_cast<const uint32_t*>(in[0]), reinterpret_cast<const uint32_t*>(in[1]),
                               reinterpret_cast<const uint32_t*>(in[B - 1]), reinterpret_cast<uint32_t*>(out), n);
+#endif
+#if DM_HAVE_SSSE3
+    if (sizeof(T) <= 2 && B == 3 && kSsse3)
+        return scatter3_narrow<sizeof(T)>(reinterpret_cast<const char*>(in[0]), reinterpret_cast<const char*>(in[1]),
+                                          reinterpret_cast<const char*>(in[B - 1]), reinterpret_cast<char*>(out), n);
 #endif
     return 0;
 }
