@@ -550,7 +550,8 @@ def test_malformed_programs_are_refused():
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.complex128])
 def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
     """Streaming stores only where every piece streams whole (4-byte aligned, 4-byte multiples: no plain
-    head or tail in a line), and then bit for bit what plain stores write, windows included."""
+    head or tail in a line; a gather tile's rows on a line), and then bit for bit what plain stores write,
+    windows included."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(7)
@@ -566,16 +567,61 @@ def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
     for op, shape, args, whole in cases:
         data = random_array(shape, np.dtype(dtype), rng)
         expected = getattr(dm, op)(data, *args, engine="numpy")
-        for offset in (0, 1):  # the output 16-byte aligned, and one item off
-            base = np.zeros(expected.size + 16, dtype)
-            start = (-base.__array_interface__["data"][0] % 16) // base.itemsize + offset
+        for offset in (0, 1):  # the output on a line, and one item off
+            base = np.zeros(expected.size + 64, dtype)
+            start = (-base.__array_interface__["data"][0] % 64) // base.itemsize + offset
             out = base[start: start + expected.size].reshape(expected.shape)
             plan = getattr(plans, op)(data.shape, expected.shape, *[tuple(a) if isinstance(a, list) else a for a in args])
             program = native_engine.program(plan, data, out)
-            aligned = offset * np.dtype(dtype).itemsize % 4 == 0
+            # a gather's rows (SpaceToDepth's) stream only from a line; the others from 4-byte aligned starts
+            aligned = offset == 0 if op == "space_to_depth" else offset * np.dtype(dtype).itemsize % 4 == 0
             assert core.streams(program, native_engine._address(out)) == (whole and aligned), (op, args, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op, args, offset)
+
+
+def _steps(program):
+    """The steps of a core program: (pattern, word, block, loops as [count, src, dst] outermost first)."""
+    a = np.frombuffer(program, np.int64)
+    steps, i = [], 1
+    for _ in range(a[0]):
+        pattern, word, block, nloops = int(a[i]), int(a[i + 1]), int(a[i + 2]), int(a[i + 7])
+        steps.append((pattern, word, block, a[i + 8: i + 8 + 3 * nloops].reshape(-1, 3).tolist()))
+        i += 8 + 3 * nloops
+    return steps
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype, mode, width", [
+    (np.float32, "depth_first", 48), (np.float32, "blocks_first", 48), (np.uint8, "depth_first", 192),
+    (np.uint16, "blocks_first", 96), (np.float32, "depth_first", 3 * 37)])
+def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(monkeypatch, threads, dtype, mode, width):
+    """Streamed gathers whose output rows go on from each other on the loop just outside the tile (5-D
+    SpaceToDepth with block 3: its rows over H) fill the L1 buffer from many tiles at once: they stream at
+    every offset in a line, and write bit for bit the spec's result and nothing outside it, rows cut among
+    threads anywhere."""
+    core = native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    before = dm.get_num_threads()
+    dm.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(width)
+        data = random_array((2, 2, 6, 3 * 11, width), np.dtype(dtype), rng)
+        expected = ref.space_to_depth(data, mode, 3)
+        plan = plans.space_to_depth(data.shape, expected.shape, mode, 3)
+        for offset in range(0, 64, 4):
+            base = np.zeros(expected.nbytes + 128, np.uint8)
+            start = -base.__array_interface__["data"][0] % 64 + offset
+            out = base[start: start + expected.nbytes].view(dtype).reshape(expected.shape)
+            program = native_engine.program(plan, data, out)
+            (pattern, _, block, loops), = _steps(program)
+            assert (pattern, block) == (1, 3) and loops[-3][2] == loops[-1][0]  # a gather; the next loop goes on
+            assert core.streams(program, native_engine._address(out)) == (width % 3 == 0 or offset == 0), offset
+            dm.space_to_depth(data, mode, 3, out=out, engine="native")
+            assert same_bits(out, expected), offset
+            assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset  # nothing outside
+    finally:
+        dm.set_num_threads(before)
 
 
 def test_the_last_level_cache_comes_from_sysfs():
