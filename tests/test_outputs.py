@@ -111,6 +111,9 @@ def test_results_above_the_pool_bound_are_not_kept_nor_beside_idle_ones():
     a = outputs.allocate((n,), np.float32)
     assert a.base.size == 4 * n + outputs.LINE and address(a) % outputs.LINE == 0
     assert pool._buffers == []  # not kept, and the idle buffer went before it came
+    del a
+    b = outputs.allocate((n - 1,), np.float32)  # a result of exactly POOL_MAX_BYTES is kept
+    assert [buffer is b.base for buffer in pool._buffers] == [True]
 
 
 def test_object_and_small_results_are_plain_arrays():
