@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import tracemalloc
 
 import numpy as np
@@ -19,6 +18,7 @@ import reference as ref
 from datamove import engines, plans, shapes
 from datamove.engines import native_engine
 from datamove.engines.strided import _merge, lower, schedule
+from concurrency import run_threads
 from strategies import depth_case, space_batch_case
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -447,11 +447,7 @@ def test_many_python_threads_at_once():
             errors.append(repr(exc))
 
     try:
-        workers = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        run_threads(work)
     finally:
         native_engine._MAX_PROGRAMS = before
     assert errors == []

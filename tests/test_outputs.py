@@ -8,9 +8,6 @@ its new value, and must stay bounded under threads and after fork.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import threading
 
 import numpy as np
 import pytest
@@ -18,6 +15,7 @@ import pytest
 import datamove as dm
 from datamove import outputs
 
+from concurrency import run_threads, script_output
 from reference import space_to_depth as reference_space_to_depth
 
 # 4 MiB of float32: inside the pool's sizes, above LINE_FROM
@@ -140,16 +138,7 @@ def test_threads_never_share_a_live_result():
         except Exception as exc:  # noqa: BLE001 - every exception is a failure here
             failures.append((i, repr(exc)))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_threads(work)
     assert not failures, failures[:5]
     assert len(outputs._pool._buffers) <= outputs.POOL_SLOTS
 
@@ -172,6 +161,4 @@ def test_a_child_forked_while_another_thread_holds_the_pool_allocates():
         "_, status = os.waitpid(pid, 0)\n"
         "print(os.waitstatus_to_exitcode(status))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "0"
+    assert script_output(code) == "0"

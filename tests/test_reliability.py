@@ -8,9 +8,6 @@ outputs no array can hold, huge integers and names in messages, threads.
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
-import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,6 +16,8 @@ import pytest
 import datamove as dm
 from datamove import recipes, shapes
 from datamove.engines import native_engine
+
+from concurrency import run_threads, script_output
 
 OPS = {
     "batch_to_space": (lambda x, v, **k: dm.batch_to_space(x, v, [0, 0, 0, 0], [0, 0, 0, 0], **k)),
@@ -232,16 +231,7 @@ def test_all_four_ops_from_eight_threads(engine, monkeypatch):
         except Exception as exc:  # noqa: BLE001 - every exception is a failure here
             failures.append((seed, type(exc).__name__, str(exc)[:200]))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_threads(work)
     assert not failures, failures[:5]
     assert len(recipes.RECIPES) <= 8 and len(native_engine._PROGRAMS) <= 4  # the bound holds exactly: put() locks
 
@@ -262,6 +252,4 @@ def test_a_child_forked_while_another_thread_adds_a_recipe_can_add_its_own():
         "_, status = os.waitpid(pid, 0)\n"
         "print(os.waitstatus_to_exitcode(status))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "0"
+    assert script_output(code) == "0"
