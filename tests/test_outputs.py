@@ -162,3 +162,14 @@ def test_a_child_forked_while_another_thread_holds_the_pool_allocates():
         "print(os.waitstatus_to_exitcode(status))\n"
     )
     assert script_output(code) == "0"
+
+
+def test_channels_last_results_come_from_the_pool_too():
+    x = np.ones((4, 128, 128, 16), np.float32)
+    first = dm.space_to_depth(x, "depth_first", 2, data_format="channels_last")
+    where = address(first)
+    assert where % outputs.LINE == 0
+    first[...] = -1
+    del first
+    second = dm.space_to_depth(x, "depth_first", 2, data_format="channels_last")
+    assert address(second) == where and (second == 1).all()

@@ -20,7 +20,7 @@ from . import arrays, libraries, params, recipes, shapes, torch_ops
 from .call import Call
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
-from .outputs import check_out as _check_out, refuse_masked as _refuse_masked
+from .outputs import allocate as _allocate, check_out as _check_out, refuse_masked as _refuse_masked
 from .typing import ArrayT, DataFormat, Engine, IntVector, Mode, ScalarT
 
 if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
@@ -97,7 +97,7 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
     if library == "numpy":
         _check_size(out_shape, data.dtype)
         if out is None:
-            out = np.empty(out_shape, data.dtype)
+            out = _allocate(out_shape, data.dtype)
         else:
             _check_out(out, out_shape, data.dtype)
         function(data.transpose(first), mode, block_size, out=out.transpose(first), engine=engine)
