@@ -492,6 +492,12 @@ inline int64_t first_chunk(const void* start, int64_t word, int64_t per, int64_t
 // whatever the arrays' own offsets; on a page, 0.9x in both.
 constexpr size_t kPage = 4096;
 
+// Whether the loop just outside a step's tile continues its rows in dst (its dst stride is the row):
+// a streamed gather then takes a run of that loop's tiles at once (see gather).
+inline bool rows_go_on(const Step& st) {
+    return st.nouter && st.outer[st.nouter - 1].d == st.l0.n;
+}
+
 // GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out. Streamed, it
 // takes `runs` tiles at once whose rows go on in dst where the last one stopped (the loop around the
 // tile steps dst by n and src by `step`): they fill the buffer together, so each output row is streamed
@@ -725,7 +731,7 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     const int last = st.nouter - 1;
     const Loop inner = st.nouter ? st.outer[last] : Loop{1, 0, 0};
     const Loop next = last >= 1 ? st.outer[last - 1] : Loop{1, 0, 0};
-    const bool joined = st.nouter && inner.d == st.l0.n;
+    const bool joined = rows_go_on(st);
     for (int64_t r = r0; r < r1;) {
         const int64_t at = st.nouter ? index[last] : 0;
         int64_t run = std::min(r1 - r, inner.n - at), runs = 1;
@@ -890,7 +896,7 @@ inline bool streams_whole(const Step& st, const char* dst) {
     // completed only after the tile's other rows are written: streamed, SpaceToDepth into NumPy's own
     // out= (16 bytes into a line) took 1.1-1.6x the copy floor, stored plainly 0.87-0.93x (on a line,
     // streamed, 0.70x). Runs of tiles whose rows go on from each other stream as one (see gather).
-    if (st.pattern == GATHER && !(st.nouter && st.outer[st.nouter - 1].d == st.l0.n) &&
+    if (st.pattern == GATHER && !rows_go_on(st) &&
         (reinterpret_cast<uintptr_t>(dst + p.start * w) % kLine != 0 || !strides_divide(st, p, kLine)))
         return false;
     return p.piece * w % 4 == 0 && reinterpret_cast<uintptr_t>(dst + p.start * w) % 4 == 0 && strides_divide(st, p, 4);

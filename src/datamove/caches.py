@@ -21,12 +21,18 @@ import threading
 import weakref
 from typing import Any, Dict, Hashable, List, TypeVar
 
-__all__ = ["BoundedCache"]
+__all__ = ["BoundedCache", "renew_lock_after_fork"]
 
 V = TypeVar("V")
 
-#: Every cache made, for the forked child (a dict subclass is unhashable: no WeakSet).
-_CACHES: "List[weakref.ref[BoundedCache[Any]]]" = []
+#: Everything whose ``_lock`` a forked child renews (a dict subclass is unhashable: a list, not a WeakSet).
+_LOCKED: "List[weakref.ref[Any]]" = []
+
+
+def renew_lock_after_fork(owner: Any) -> None:
+    """Give ``owner`` a new ``owner._lock`` in a forked child: a thread of the parent may have held it at
+    fork(), and the child, which has only the forking thread, would wait for it forever."""
+    _LOCKED[:] = [ref for ref in _LOCKED if ref() is not None] + [weakref.ref(owner)]
 
 
 class BoundedCache(Dict[Hashable, V]):
@@ -36,7 +42,7 @@ class BoundedCache(Dict[Hashable, V]):
         super().__init__()
         self.maxsize = maxsize
         self._lock = threading.Lock()
-        _CACHES[:] = [ref for ref in _CACHES if ref() is not None] + [weakref.ref(self)]
+        renew_lock_after_fork(self)
 
     def put(self, key: Hashable, value: V) -> V:
         """Keep ``value`` under ``key``, forgetting the oldest entries past ``maxsize``; return ``value``."""
@@ -48,10 +54,10 @@ class BoundedCache(Dict[Hashable, V]):
 
 
 def _after_fork_in_child() -> None:
-    for ref in _CACHES:
-        cache = ref()
-        if cache is not None:
-            cache._lock = threading.Lock()
+    for ref in _LOCKED:
+        owner = ref()
+        if owner is not None:
+            owner._lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

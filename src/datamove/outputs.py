@@ -16,13 +16,13 @@ False
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 from typing import Any, List, Tuple
 
 import numpy as np
 
+from .caches import renew_lock_after_fork
 from .errors import DataMoveError
 
 __all__ = ["check_out", "refuse_masked", "allocate", "unaliased"]
@@ -119,10 +119,7 @@ class _Pool:
     def __init__(self) -> None:
         self._buffers: List[np.ndarray[Any, Any]] = []
         self._lock = threading.Lock()
-
-    def reset_after_fork(self) -> None:
-        # a thread of the parent may have held the lock at fork(); the child has only this thread
-        self._lock = threading.Lock()
+        renew_lock_after_fork(self)
 
     def take(self, nbytes: int) -> np.ndarray[Any, Any]:
         """A buffer of ``nbytes`` bytes or a little more (uint8), kept for reuse up to ``POOL_MAX_BYTES + LINE``."""
@@ -146,14 +143,6 @@ class _Pool:
 
 
 _pool = _Pool()
-
-
-def _after_fork_in_child() -> None:
-    _pool.reset_after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def allocate(shape: Tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
