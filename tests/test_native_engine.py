@@ -611,7 +611,8 @@ def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(monkeypatch, th
             out = base[start: start + expected.nbytes].view(dtype).reshape(expected.shape)
             program = native_engine.program(plan, data, out)
             (pattern, _, block, loops), = _steps(program)
-            assert (pattern, block) == (1, 3) and loops[-3][2] == loops[-1][0]  # a gather; the next loop goes on
+            assert (pattern, block) == (native_engine._PATTERNS["gather"], 3)  # a gather tile
+            assert loops[-3][2] == loops[-1][0]  # the loop around it goes on where its rows stop
             assert core.streams(program, native_engine._address(out)) == (width % 3 == 0 or offset == 0), offset
             dm.space_to_depth(data, mode, 3, out=out, engine="native")
             assert same_bits(out, expected), offset
