@@ -704,6 +704,72 @@ def test_simd_block_bodies_every_length_and_offset(monkeypatch, stream):
                     assert same_bits(back, data), (dtype, args, n, shift)
 
 
+def _scatter_program(block, n, run, sm, dm_, s1, src0=0, dst0=0):
+    """A core program of one SCATTER step of 4-byte words: `run` tiles (sm, dm_ apart) of `block` rows s1 apart."""
+    head = [2, 4, block, 0, 0, src0, dst0, 3]
+    return np.array([1] + head + [run, sm, dm_, block, s1, 1, n, 1, block], np.int64).tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("block, n", [(2, 2), (2, 4), (4, 2), (4, 4)])
+def test_pixels_of_a_few_channels_are_transposed_in_registers(block, n, threads):
+    """scatter_run: SCATTER tiles of 4-byte words with 2 or 4 rows of 2 or 4 positions (a pixel of a few channels)
+    moved a run at a time in registers, out[m * dm + i * B + j] = in[m * sm + j * s1 + i]: bit for bit, nothing
+    written outside, streamed (on 16 bytes: streaming stores; off them: the tile-by-tile path) or not, the runs cut
+    among threads anywhere."""
+    core = native_engine.core()
+    rng = np.random.default_rng(block * 10 + n)
+    before = dm.get_num_threads()
+    dm.set_num_threads(threads)
+    try:
+        for run, s1, gap in ((1, n, 0), (5, n, 0), (37, 2 * n + 1, 4), (300, n * block, 0)):
+            sm, dm_ = s1 * block + 3, n * block + gap
+            src = rng.integers(0, 2**32, size=sm * run + s1 * block + n, dtype=np.uint32)
+            for shift in (0, 1, 4):  # the output on 16 bytes, 4 bytes off, 16 bytes on
+                raw = np.zeros(dm_ * run + 16, np.uint32)
+                start = (-raw.__array_interface__["data"][0] % 16) // 4 + shift
+                expected = raw.copy()
+                for m in range(run):
+                    for j in range(block):
+                        at = start + m * dm_ + j
+                        expected[at: at + n * block: block] = src[m * sm + j * s1: m * sm + j * s1 + n]
+                program = _scatter_program(block, n, run, sm, dm_, s1, dst0=start)
+                for stream in (False, True):
+                    raw[...] = 0
+                    core.run(program, native_engine._address(src), native_engine._address(raw), threads, stream)
+                    assert np.array_equal(raw, expected), (run, s1, gap, shift, stream)
+    finally:
+        dm.set_num_threads(before)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_channels_last_pixels_of_a_few_channels(monkeypatch, stream):
+    """The ops whose tiles are scatter_run's pixels (channels-last DepthToSpace depth_first with 8 and 16 channels,
+    SpaceToDepth depth_first with 2 and 4): their programs are such tiles, and they write the spec's result bit for
+    bit at every offset of the output, streamed where their pixels, under a line, start on 16 bytes."""
+    core = native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    rng = np.random.default_rng(9)
+    for op, channels, tiles in (("depth_to_space", 8, (2, 2)), ("depth_to_space", 16, (4, 2)),
+                                ("space_to_depth", 2, (4, 2)), ("space_to_depth", 4, (4, 4))):
+        data = random_array((2, 6, 10, channels), np.dtype(np.float32), rng).transpose(0, 3, 1, 2)
+        expected = getattr(ref, op)(np.ascontiguousarray(data), "depth_first", 2)
+        n, c, h, w = expected.shape
+        plan = getattr(plans, op)(data.shape, expected.shape, "depth_first", 2)
+        for shift in (0, 1, 4):
+            raw = np.zeros(expected.size + 8, np.float32)
+            start = (-raw.__array_interface__["data"][0] % 16) // 4 + shift
+            out = raw[start: start + expected.size].reshape(n, h, w, c).transpose(0, 3, 1, 2)
+            program = native_engine.program(plan, data, out)
+            assert [(p, word, b, loops[-1][0]) for p, word, b, loops in _steps(program)] == [(2, 4) + tiles], op
+            # pixels under a line stream only from 16 bytes; 64-byte ones from any 4 bytes, as every piece of a line
+            streamed = shift != 1 or tiles == (4, 4)
+            assert core.streams(program, native_engine._address(out)) == streamed, (op, shift)
+            getattr(dm, op)(data, "depth_first", 2, out=out, engine="native")
+            assert same_bits(out, expected), (op, channels, shift)
+            assert not raw[:start].any() and not raw[start + expected.size:].any()
+
+
 def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
     """Streaming stores where few partial lines are left alone: SpaceToBatch uint8 with a 4 x 4 block writes 16
     streams of 64-byte pieces, which stream when the output starts on a line and not 16 bytes into one (each
@@ -768,15 +834,16 @@ def test_large_results_start_on_a_cache_line():
 def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
     """TensorFlow's NHWC SpaceToBatch with pads copies 32-byte pixels whose next pixel goes on where they stop:
     they stream (16-byte streaming stores), the pad pixels at the row ends (plain, 1/32 of the lines at most)
-    beside them; a block tile's short pieces (D2S depth_first NHWC, 16 channels: 32 bytes) do not."""
+    beside them. A block tile's short pieces (D2S depth_first NHWC, 16 channels: 32 bytes, transposed in
+    registers by scatter_run) stream where they start on 16 bytes, and only there."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(2)
     tf_args = ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0])
     nhwc = random_array((1, 30, 254, 8), np.dtype(np.float32), rng)
     deep = random_array((1, 64, 64, 16), np.dtype(np.float32), rng).transpose(0, 3, 1, 2)
-    for op, data, args, streamed in (("space_to_batch", nhwc, tf_args, True),
-                                     ("depth_to_space", deep, ("depth_first", 2), False)):
+    for op, data, args, streamed in (("space_to_batch", nhwc, tf_args, {0: True, 1: True, 4: True}),
+                                     ("depth_to_space", deep, ("depth_first", 2), {0: True, 1: False, 4: True})):
         expected = getattr(ref, op)(np.ascontiguousarray(data), *args)
         for offset in (0, 1, 4):  # 16-byte aligned; 4 bytes off (streamed as 4-byte words); 16 bytes off
             base = np.zeros(expected.size + 8, np.float32)
@@ -788,7 +855,7 @@ def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
                 out = base[start: start + expected.size].reshape(n, h, w, c).transpose(0, 3, 1, 2)
             plan_args = [tuple(a) if isinstance(a, list) else a for a in args]
             plan = getattr(plans, op)(data.shape, expected.shape, *plan_args)
-            assert core.streams(native_engine.program(plan, data, out), native_engine._address(out)) == streamed, (op, offset)
+            assert core.streams(native_engine.program(plan, data, out), native_engine._address(out)) == streamed[offset], (op, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op, offset)
 

@@ -475,6 +475,79 @@ inline bool transpose4(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>
 #endif
 }
 
+// Whether a SCATTER step's tiles are pixels of a few channels that scatter_run moves in registers: 4-byte
+// words, B rows (2 or 4) of n = 2 or 4 positions each, out[i * B + j] <- row j, position i.
+inline bool small_scatter(const Step& st) {
+    return st.pattern == SCATTER && st.word == 4 && (st.block == 2 || st.block == 4) && (st.l0.n == 2 || st.l0.n == 4) &&
+           st.l0.s == 1 && st.l0.d == st.block;
+}
+
+#if DM_HAVE_STREAM
+template <bool NT>
+inline void put16(float* o, __m128 v) {
+    if (NT) {
+        _mm_stream_ps(o, v);
+    } else {
+        _mm_storeu_ps(o, v);
+    }
+}
+
+// Eight bytes (two 4-byte words) into the low half of a vector.
+inline __m128 load8(const float* p) {
+    return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+// A run of small_scatter tiles (tile m reads rows at src + m * sm + at[j], writes n * B words at dst + m * dm),
+// each transposed in registers: as one loop, not tile by tile, where each tile's set-up cost more than its
+// moves (DepthToSpace depth_first NHWC with 16 channels: 32-byte tiles). NT: dst and dm on 16 bytes.
+template <int B, int N, bool NT>
+inline void scatter_run_of(const float* s, float* d, const int64_t* at, int64_t run, int64_t sm, int64_t dm) {
+    const int64_t a1 = at[1], a2 = at[2], a3 = at[3];
+    for (int64_t m = 0; m < run; ++m, s += sm, d += dm) {
+        if (B == 2 && N == 2) {  // [r0 r0'] [r1 r1'] -> [r0 r1 r0' r1']
+            put16<NT>(d, _mm_unpacklo_ps(load8(s), load8(s + a1)));
+        } else if (B == 2 && N == 4) {
+            const __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + a1);
+            put16<NT>(d, _mm_unpacklo_ps(r0, r1));
+            put16<NT>(d + 4, _mm_unpackhi_ps(r0, r1));
+        } else if (B == 4 && N == 2) {
+            const __m128 x01 = _mm_unpacklo_ps(load8(s), load8(s + a1));        // r0[0] r1[0] r0[1] r1[1]
+            const __m128 x23 = _mm_unpacklo_ps(load8(s + a2), load8(s + a3));   // r2[0] r3[0] r2[1] r3[1]
+            put16<NT>(d, _mm_movelh_ps(x01, x23));
+            put16<NT>(d + 4, _mm_movehl_ps(x23, x01));
+        } else {
+            __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + a1), r2 = _mm_loadu_ps(s + a2), r3 = _mm_loadu_ps(s + a3);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            put16<NT>(d, r0);
+            put16<NT>(d + 4, r1);
+            put16<NT>(d + 8, r2);
+            put16<NT>(d + 12, r3);
+        }
+    }
+}
+#endif
+
+// A run of `run` small_scatter tiles `inner` apart; false where the step is not one (or, streamed, its
+// stores are not on 16 bytes: streams_whole streams such steps only where they are).
+template <typename T, int B, bool NT>
+inline bool scatter_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
+#if DM_HAVE_STREAM
+    if (sizeof(T) != 4 || (B != 2 && B != 4) || !small_scatter(st)) return false;
+    const float* s = reinterpret_cast<const float*>(src + a);
+    float* d = reinterpret_cast<float*>(dst + b);
+    if (NT && ((reinterpret_cast<uintptr_t>(d) & 15) || (inner.d & 3))) return false;
+    if (st.l0.n == 2) {
+        scatter_run_of<B, 2, NT>(s, d, st.at, run, inner.s, inner.d);
+    } else {
+        scatter_run_of<B, 4, NT>(s, d, st.at, run, inner.s, inner.d);
+    }
+    return true;
+#else
+    (void)src, (void)dst, (void)a, (void)b, (void)run, (void)inner, (void)st;
+    return false;
+#endif
+}
+
 // The first chunk of a streamed row, in positions of `per` words (of `word` bytes) from `start`: cut
 // so that the chunks after it start on a line, and no line is split between two chunks' stores.
 inline int64_t first_chunk(const void* start, int64_t word, int64_t per, int64_t chunk, int64_t n) {
@@ -643,6 +716,55 @@ inline void stream_rows(char* d, const char* s, int64_t rows, int64_t d1, int64_
 #endif
 }
 
+// `run` tiles of short rows (`rows` rows of N bytes each, d1/s1 apart) whose tiles lie dm/sm apart: the
+// whole run as one loop of constant-size moves. Tile by tile, each tile's size switch, alignment test and
+// loop set-up cost more than its few moves (TensorFlow's NHWC space_to_batch_nd, 8 channels: two rows of
+// 32 bytes a tile).
+template <int N, bool NT>
+inline void short_rows_run(char* d, const char* s, int64_t run, int64_t dm, int64_t sm, int64_t rows, int64_t d1,
+                           int64_t s1) {
+    for (int64_t m = 0; m < run; ++m, d += dm, s += sm) {
+        if (NT) {
+            stream_rows<N>(d, s, rows, d1, s1);
+        } else {
+            copy_rows<N>(d, s, rows, d1, s1);
+        }
+    }
+}
+
+// A run of CONTIGUOUS tiles of rows up to 128 bytes (see short_rows_run); false where it has no such case.
+template <typename T, bool NT>
+inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
+    const int64_t w = sizeof(T), bytes = st.l0.n * w;
+    if (bytes > 128 || run < 2) return false;
+    char* d = reinterpret_cast<char*>(dst + b);
+    const char* s = reinterpret_cast<const char*>(src + a);
+    const int64_t d1 = st.l1.d * w, s1 = st.l1.s * w, dm = inner.d * w, sm = inner.s * w, n = st.l1.n;
+    if (NT) {
+        if ((reinterpret_cast<uintptr_t>(d) | d1 | dm) % 16 != 0) return false;
+        switch (bytes) {
+            case 16: return short_rows_run<16, true>(d, s, run, dm, sm, n, d1, s1), true;
+            case 32: return short_rows_run<32, true>(d, s, run, dm, sm, n, d1, s1), true;
+            case 48: return short_rows_run<48, true>(d, s, run, dm, sm, n, d1, s1), true;
+            case 64: return short_rows_run<64, true>(d, s, run, dm, sm, n, d1, s1), true;
+            case 128: return short_rows_run<128, true>(d, s, run, dm, sm, n, d1, s1), true;
+            default: return false;
+        }
+    }
+    switch (bytes) {
+        case 4: return short_rows_run<4, false>(d, s, run, dm, sm, n, d1, s1), true;
+        case 8: return short_rows_run<8, false>(d, s, run, dm, sm, n, d1, s1), true;
+        case 12: return short_rows_run<12, false>(d, s, run, dm, sm, n, d1, s1), true;
+        case 16: return short_rows_run<16, false>(d, s, run, dm, sm, n, d1, s1), true;
+        case 24: return short_rows_run<24, false>(d, s, run, dm, sm, n, d1, s1), true;
+        case 32: return short_rows_run<32, false>(d, s, run, dm, sm, n, d1, s1), true;
+        case 48: return short_rows_run<48, false>(d, s, run, dm, sm, n, d1, s1), true;
+        case 64: return short_rows_run<64, false>(d, s, run, dm, sm, n, d1, s1), true;
+        case 128: return short_rows_run<128, false>(d, s, run, dm, sm, n, d1, s1), true;
+        default: return false;
+    }
+}
+
 template <typename T, int P, int B, bool NT>
 inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     const Loop l1 = st.l1, l0 = st.l0;
@@ -742,6 +864,8 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
                 gather<T, B, NT>(src, dst, a + q * next.s, b + q * next.d, Rows<B>(st.at), st.l0.n, run, inner.s);
                 continue;
             }
+            if (P == CONTIGUOUS && contiguous_run<T, NT>(src, dst, a + q * next.s, b + q * next.d, run, inner, st)) continue;
+            if (P == SCATTER && scatter_run<T, B, NT>(src, dst, a + q * next.s, b + q * next.d, run, inner, st)) continue;
             for (int64_t m = 0; m < run; ++m)
                 tile<T, P, B, NT>(src, dst, a + q * next.s + m * inner.s, b + q * next.d + m * inner.d, st);
         }
@@ -887,7 +1011,9 @@ inline bool streams_whole(const Step& st, const char* dst) {
     if (p.piece * w < least) {  // short rows stream when the same thread soon writes on where they stop
         // (only rows copied whole: a block tile's short pieces cost more in its L1 buffer than streaming
         // saves, D2S depth_first NHWC with 16 channels, 32-byte pieces: 1.4x plain, 3.0x streamed)
-        if (st.pattern != CONTIGUOUS) return false;
+        // (and pixels that scatter_run transposes in registers and streams 16 bytes at a time)
+        const bool on16 = reinterpret_cast<uintptr_t>(dst + p.start * w) % 16 == 0 && strides_divide(st, p, 16);
+        if (st.pattern != CONTIGUOUS && !(small_scatter(st) && on16)) return false;
         int64_t run = 0;
         const int64_t ways = streams_until_joined(st, &run);
         if (ways < 1 || ways > kJoinedStreams || run * w < least) return false;

@@ -85,9 +85,12 @@ def suite(scale: str = "full", large: bool = False) -> List[Case]:
     cases.append(Case("d2s short", "depth_to_space", _scaled((1, 64, 128, 128), mid, 4, 1), f32, ("blocks_first", 2), "nhwc"))
     cases.append(Case("s2d short", "space_to_depth", _scaled((1, 16, 256, 256), mid, 4, 1), f32, ("depth_first", 2), "nhwc"))
     cases.append(Case("d2s short", "depth_to_space", _scaled((1, 64, 128, 128), mid, 4, 1), f32, ("depth_first", 2), "nhwc"))
-    # 4 output channels: tiles that write 16-32 bytes per pixel (which must not take streaming stores)
+    # 2 to 4 output channels: tiles of one pixel, 16 to 64 bytes (transposed in registers a run at a time)
     cases.append(Case("s2d short", "space_to_depth", _scaled((1, 4, 256, 256), mid, 4, 1), f32, ("depth_first", 2), "nhwc"))
     cases.append(Case("d2s short", "depth_to_space", _scaled((1, 16, 128, 128), mid, 4, 1), f32, ("depth_first", 2), "nhwc"))
+    cases.append(Case("s2d short", "space_to_depth", _scaled((1, 2, 256, 256), mid, 4, 1), f32, ("depth_first", 2), "nhwc"))
+    cases.append(Case("d2s short", "depth_to_space", _scaled((1, 8, 128, 128), mid, 4, 1), f32, ("depth_first", 2), "nhwc"))
+    cases.append(Case("d2s short", "depth_to_space", _scaled((1, 16, 128, 128), mid, 4, 1), f32, ("blocks_first", 2), "nhwc"))
     # TensorFlow's own layout: space_to_batch_nd / batch_to_space_nd with blocks on H and W of C-contiguous NHWC
     tf_margins = ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0])
     cases.append(Case("s2b TF", "space_to_batch", _scaled((1, 254, 254, 8), mid, 4, 1), f32, tf_margins))
