@@ -704,40 +704,89 @@ def test_simd_block_bodies_every_length_and_offset(monkeypatch, stream):
                     assert same_bits(back, data), (dtype, args, n, shift)
 
 
-def _scatter_program(block, n, run, sm, dm_, s1, src0=0, dst0=0):
-    """A core program of one SCATTER step of 4-byte words: `run` tiles (sm, dm_ apart) of `block` rows s1 apart."""
-    head = [2, 4, block, 0, 0, src0, dst0, 3]
-    return np.array([1] + head + [run, sm, dm_, block, s1, 1, n, 1, block], np.int64).tobytes()
+def _one_step(pattern, word, block, loops, src0=0, dst0=0):
+    """A core program of one step: loops as (count, src stride, dst stride) in words, outermost first."""
+    head = [_PATTERN[pattern], word, block, 0, 0, src0, dst0, len(loops)]
+    return np.array([1] + head + [x for loop in loops for x in loop], np.int64).tobytes()
+
+
+_PATTERN = native_engine._PATTERNS
+
+
+def _run_and_compare(core, program, src, raw, expected, threads, label):
+    for stream in (False, True):
+        raw[...] = 0
+        core.run(program, native_engine._address(src), native_engine._address(raw), threads, stream)
+        assert np.array_equal(raw, expected), (label, stream)
+
+
+def _aligned_start(raw, shift):
+    """An index into raw, `shift` items past its first 16-byte boundary."""
+    return (-raw.__array_interface__["data"][0] % 16) // raw.itemsize + shift
+
+
+_SMALL_PIXELS = [(4, 2, 2), (4, 2, 4), (4, 4, 2), (4, 4, 4)] + [
+    (word, block, n) for word in (1, 2) for block in (2, 4) for n in range(1, 8 // word + 1)]
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("block, n", [(2, 2), (2, 4), (4, 2), (4, 4)])
-def test_pixels_of_a_few_channels_are_transposed_in_registers(block, n, threads):
-    """scatter_run: SCATTER tiles of 4-byte words with 2 or 4 rows of 2 or 4 positions (a pixel of a few channels)
-    moved a run at a time in registers, out[m * dm + i * B + j] = in[m * sm + j * s1 + i]: bit for bit, nothing
-    written outside, streamed (on 16 bytes: streaming stores; off them: the tile-by-tile path) or not, the runs cut
-    among threads anywhere."""
+@pytest.mark.parametrize("word, block, n", _SMALL_PIXELS)
+def test_pixels_of_a_few_channels_are_transposed_in_registers(word, block, n, threads):
+    """scatter_run: SCATTER tiles that are a pixel of a few channels (2 or 4 rows of n words, 4-byte words with
+    n = 2 or 4; 1- and 2-byte words with rows up to 8 bytes) moved a run at a time in registers,
+    out[m * dm + i * B + j] = in[m * sm + j * s1 + i]: bit for bit, nothing written outside, streamed (4-byte
+    words on 16 bytes: streaming stores; off them: tile by tile) or not, the runs cut among threads anywhere."""
     core = native_engine.core()
-    rng = np.random.default_rng(block * 10 + n)
+    dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32}[word]
+    rng = np.random.default_rng(word * 100 + block * 10 + n)
     before = dm.get_num_threads()
     dm.set_num_threads(threads)
     try:
         for run, s1, gap in ((1, n, 0), (5, n, 0), (37, 2 * n + 1, 4), (300, n * block, 0)):
             sm, dm_ = s1 * block + 3, n * block + gap
-            src = rng.integers(0, 2**32, size=sm * run + s1 * block + n, dtype=np.uint32)
-            for shift in (0, 1, 4):  # the output on 16 bytes, 4 bytes off, 16 bytes on
-                raw = np.zeros(dm_ * run + 16, np.uint32)
-                start = (-raw.__array_interface__["data"][0] % 16) // 4 + shift
+            src = rng.integers(0, np.iinfo(dtype).max, size=sm * run + s1 * block + n, dtype=dtype, endpoint=True)
+            for shift in (0, 1, 4):  # the output on 16 bytes, one word off, 4 words on
+                raw = np.zeros(dm_ * run + 16, dtype)
+                start = _aligned_start(raw, shift)
                 expected = raw.copy()
                 for m in range(run):
                     for j in range(block):
                         at = start + m * dm_ + j
                         expected[at: at + n * block: block] = src[m * sm + j * s1: m * sm + j * s1 + n]
-                program = _scatter_program(block, n, run, sm, dm_, s1, dst0=start)
-                for stream in (False, True):
-                    raw[...] = 0
-                    core.run(program, native_engine._address(src), native_engine._address(raw), threads, stream)
-                    assert np.array_equal(raw, expected), (run, s1, gap, shift, stream)
+                program = _one_step("scatter", word, block, [(run, sm, dm_), (block, s1, 1), (n, 1, block)], dst0=start)
+                _run_and_compare(core, program, src, raw, expected, threads, (run, s1, gap, shift))
+    finally:
+        dm.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_short_rows_of_any_size_a_run_at_a_time(threads):
+    """contiguous_run: runs of CONTIGUOUS tiles of rows of 1 to 33 and 48, 64, 128 bytes (a pixel of 3 uint8
+    channels is 3 bytes; sizes without a fixed-size case move as two overlapping moves), in words of 1, 2, 4
+    and 8 bytes, streamed or not, at every offset: bit for bit, nothing written outside."""
+    core = native_engine.core()
+    rng = np.random.default_rng(3)
+    before = dm.get_num_threads()
+    dm.set_num_threads(threads)
+    try:
+        for nbytes in list(range(1, 34)) + [48, 64, 128]:
+            for word in (1, 2, 4, 8):
+                if nbytes % word:
+                    continue
+                n = nbytes // word
+                dtype = np.dtype("u%d" % word)
+                for run, rows, shift in ((1, 1, 0), (9, 2, 0), (40, 3, 1), (40, 2, 2)):
+                    d1, dm_ = n * run + 1, n  # a tile's rows far apart, the tiles of a run going on
+                    s1, sm = n, n * rows + 1
+                    src = rng.integers(0, 255, size=sm * run + s1 * rows, dtype=np.uint8).astype(dtype)
+                    raw = np.zeros(d1 * rows + n * run + 8, dtype)
+                    start = _aligned_start(raw, shift)
+                    expected = raw.copy()
+                    for m in range(run):
+                        for j in range(rows):
+                            expected[start + m * dm_ + j * d1: start + m * dm_ + j * d1 + n] = src[m * sm + j * s1: m * sm + j * s1 + n]
+                    program = _one_step("contiguous", word, 0, [(run, sm, dm_), (rows, s1, d1), (n, 1, 1)], dst0=start)
+                    _run_and_compare(core, program, src, raw, expected, threads, (nbytes, word, run, rows, shift))
     finally:
         dm.set_num_threads(before)
 

@@ -527,12 +527,120 @@ inline void scatter_run_of(const float* s, float* d, const int64_t* at, int64_t 
 }
 #endif
 
+#if DM_HAVE_STREAM
+// Words of W bytes of two vectors interleaved (their low halves).
+template <int W>
+inline __m128i unpack_lo(__m128i x, __m128i y) {
+    return W == 1 ? _mm_unpacklo_epi8(x, y) : W == 2 ? _mm_unpacklo_epi16(x, y) : W == 4 ? _mm_unpacklo_epi32(x, y)
+                                                                                    : _mm_unpacklo_epi64(x, y);
+}
+template <int W>
+inline __m128i unpack_hi(__m128i x, __m128i y) {
+    return W == 1 ? _mm_unpackhi_epi8(x, y) : W == 2 ? _mm_unpackhi_epi16(x, y) : W == 4 ? _mm_unpackhi_epi32(x, y)
+                                                                                    : _mm_unpackhi_epi64(x, y);
+}
+
+// R <= 8 bytes at p as the low bytes of an integer, from loads of whole words (a fixed-size memcpy into a
+// zeroed local is stored byte-wise and then loaded whole: a store-forwarding stall per row).
+template <int R>
+inline uint64_t load_low(const char* p) {
+    uint64_t v = 0;
+    uint32_t w4 = 0, t4 = 0;
+    uint16_t w2 = 0;
+    if (R == 8) {
+        std::memcpy(&v, p, 8);
+    } else if (R >= 4) {
+        std::memcpy(&w4, p, 4);
+        if (R > 4) std::memcpy(&t4, p + R - 4, 4);  // overlaps the first four: the same bytes, OR-ed
+        v = (uint64_t)w4 | (uint64_t)t4 << (8 * (R - 4));
+    } else if (R >= 2) {
+        std::memcpy(&w2, p, 2);
+        v = w2;
+        if (R == 3) v |= (uint64_t)(uint8_t)p[2] << 16;
+    } else {
+        v = (uint8_t)p[0];
+    }
+    return v;
+}
+
+// The low S <= 16 bytes of v at d, from registers.
+template <int S>
+inline void store_low(char* d, __m128i v) {
+    if (S == 16) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), v);
+    } else if (S >= 8) {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(d), v);
+        store_low<(S >= 8 ? S - 8 : 0)>(d + 8, _mm_srli_si128(v, 8));
+    } else if (S >= 4) {
+        const uint32_t w = (uint32_t)_mm_cvtsi128_si32(v);
+        std::memcpy(d, &w, 4);
+        store_low<(S >= 4 && S < 8 ? S - 4 : 0)>(d + 4, _mm_srli_si128(v, 4));
+    } else if (S >= 2) {
+        const uint16_t w = (uint16_t)_mm_cvtsi128_si32(v);
+        std::memcpy(d, &w, 2);
+        if (S == 3) d[2] = (char)(uint8_t)(_mm_cvtsi128_si32(v) >> 16);
+    } else if (S == 1) {
+        d[0] = (char)(uint8_t)_mm_cvtsi128_si32(v);
+    }
+}
+
+// A run of SCATTER tiles of narrow words (W = 1 or 2 bytes: a pixel of a few uint8 or float16 channels),
+// B = 2 or 4 rows of N positions, N * W <= 8: each row's N * W bytes into a vector, interleaved a word
+// then two words at a time (out[i * B + j] <- row j, position i), the N * B * W bytes stored from registers.
+// Byte by byte, SpaceToDepth depth_first of uint8 NHWC images took 4-5x the copy floor.
+template <int W, int B, int N>
+inline void narrow_scatter_run(const char* s, char* d, const int64_t* at, int64_t run, int64_t sm, int64_t dm) {
+    constexpr int row = N * W, size = N * W * B;
+    for (int64_t m = 0; m < run; ++m, s += sm, d += dm) {
+        __m128i r[B];
+        for (int j = 0; j < B; ++j) r[j] = _mm_cvtsi64_si128((long long)load_low<row>(s + at[j] * W));
+        if (B == 2) {
+            store_low<size>(d, unpack_lo<W>(r[0], r[1]));
+        } else {
+            const __m128i x01 = unpack_lo<W>(r[0], r[1]), x23 = unpack_lo<W>(r[B - 2], r[B - 1]);
+            store_low<(size < 16 ? size : 16)>(d, unpack_lo<2 * W>(x01, x23));
+            if (size > 16) store_low<(size > 16 ? size - 16 : 0)>(d + 16, unpack_hi<2 * W>(x01, x23));
+        }
+    }
+}
+
+template <int W, int B>
+inline bool narrow_scatter(const char* s, char* d, const Step& st, int64_t run, const Loop& inner) {
+    const int64_t sm = inner.s * W, dm = inner.d * W;
+    switch (st.l0.n * W) {
+        case 1 * W: return narrow_scatter_run<W, B, 1>(s, d, st.at, run, sm, dm), true;
+        case 2 * W: return narrow_scatter_run<W, B, 2>(s, d, st.at, run, sm, dm), true;
+        case 3 * W: return narrow_scatter_run<W, B, 3>(s, d, st.at, run, sm, dm), true;
+        case 4 * W: return narrow_scatter_run<W, B, 4>(s, d, st.at, run, sm, dm), true;
+        default: break;
+    }
+    if (W == 1) {
+        switch (st.l0.n) {
+            case 5: return narrow_scatter_run<1, B, 5>(s, d, st.at, run, sm, dm), true;
+            case 6: return narrow_scatter_run<1, B, 6>(s, d, st.at, run, sm, dm), true;
+            case 7: return narrow_scatter_run<1, B, 7>(s, d, st.at, run, sm, dm), true;
+            case 8: return narrow_scatter_run<1, B, 8>(s, d, st.at, run, sm, dm), true;
+            default: break;
+        }
+    }
+    return false;
+}
+#endif
+
 // A run of `run` small_scatter tiles `inner` apart; false where the step is not one (or, streamed, its
-// stores are not on 16 bytes: streams_whole streams such steps only where they are).
+// stores are not on 16 bytes: streams_whole streams such steps only where they are). Narrow words: see
+// narrow_scatter_run (plain stores only: streams_whole never streams them).
 template <typename T, int B, bool NT>
 inline bool scatter_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
 #if DM_HAVE_STREAM
-    if (sizeof(T) != 4 || (B != 2 && B != 4) || !small_scatter(st)) return false;
+    if ((B != 2 && B != 4) || st.l0.s != 1 || st.l0.d != B) return false;
+    if (sizeof(T) <= 2) {
+        if (NT) return false;
+        const char* s = reinterpret_cast<const char*>(src + a);
+        char* d = reinterpret_cast<char*>(dst + b);
+        return sizeof(T) == 1 ? narrow_scatter<1, B>(s, d, st, run, inner) : narrow_scatter<2, B>(s, d, st, run, inner);
+    }
+    if (sizeof(T) != 4 || !small_scatter(st)) return false;
     const float* s = reinterpret_cast<const float*>(src + a);
     float* d = reinterpret_cast<float*>(dst + b);
     if (NT && ((reinterpret_cast<uintptr_t>(d) & 15) || (inner.d & 3))) return false;
@@ -732,6 +840,39 @@ inline void short_rows_run(char* d, const char* s, int64_t run, int64_t dm, int6
     }
 }
 
+// n bytes, 1 <= n <= 32, as two fixed-size moves that overlap in the middle (as memcpy does small sizes):
+// for rows of a size no case of short_rows_run has (a pixel of 3 channels: 3, 6, 12 or 24 bytes), whose
+// memcpy call per row cost 10x the copy floor (TensorFlow's NHWC space_to_batch_nd of uint8 RGB images).
+inline void copy_small(char* d, const char* s, int64_t n) {
+    if (n >= 16) {
+        char head[16], tail[16];  // both loaded before either is stored: d and s never overlap, but be plain
+        std::memcpy(head, s, 16);
+        std::memcpy(tail, s + n - 16, 16);
+        std::memcpy(d, head, 16);
+        std::memcpy(d + n - 16, tail, 16);
+    } else if (n >= 8) {
+        uint64_t head, tail;
+        std::memcpy(&head, s, 8);
+        std::memcpy(&tail, s + n - 8, 8);
+        std::memcpy(d, &head, 8);
+        std::memcpy(d + n - 8, &tail, 8);
+    } else if (n >= 4) {
+        uint32_t head, tail;
+        std::memcpy(&head, s, 4);
+        std::memcpy(&tail, s + n - 4, 4);
+        std::memcpy(d, &head, 4);
+        std::memcpy(d + n - 4, &tail, 4);
+    } else if (n >= 2) {
+        uint16_t head, tail;
+        std::memcpy(&head, s, 2);
+        std::memcpy(&tail, s + n - 2, 2);
+        std::memcpy(d, &head, 2);
+        std::memcpy(d + n - 2, &tail, 2);
+    } else {
+        *d = *s;
+    }
+}
+
 // A run of CONTIGUOUS tiles of rows up to 128 bytes (see short_rows_run); false where it has no such case.
 template <typename T, bool NT>
 inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
@@ -761,8 +902,12 @@ inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t r
         case 48: return short_rows_run<48, false>(d, s, run, dm, sm, n, d1, s1), true;
         case 64: return short_rows_run<64, false>(d, s, run, dm, sm, n, d1, s1), true;
         case 128: return short_rows_run<128, false>(d, s, run, dm, sm, n, d1, s1), true;
-        default: return false;
+        default: break;
     }
+    if (bytes > 32) return false;
+    for (int64_t m = 0; m < run; ++m, d += dm, s += sm)
+        for (int64_t j = 0; j < n; ++j) copy_small(d + j * d1, s + j * s1, bytes);
+    return true;
 }
 
 template <typename T, int P, int B, bool NT>
