@@ -681,8 +681,8 @@ _SIMD_CASES = [(dtype, block, "space_to_depth", (mode, block))
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_simd_block_bodies_every_length_and_offset(monkeypatch, stream):
-    """The hand-written SIMD bodies (GATHER and SCATTER of 1-, 2- and 4-byte words in blocks of 2, 3 and 4) and
-    their scalar tails: rows of 0 to 40 positions, the input and the output 0 to 3 items into a buffer, streamed
+    """The hand-written SIMD bodies (GATHER and SCATTER of 1-, 2- and 4-byte words in blocks of 2, 3 and 4: the
+    rounds of unpacks of 1- and 2-byte words in blocks of 2 and 4 among them) and their scalar tails: rows of 0 to 40 positions, the input and the output 0 to 3 items into a buffer, streamed
     or not, and back through DepthToSpace."""
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
     rng = np.random.default_rng(5)
