@@ -726,14 +726,16 @@ def _aligned_start(raw, shift):
 
 
 _SMALL_PIXELS = [(4, 2, 2), (4, 2, 4), (4, 4, 2), (4, 4, 4)] + [
-    (word, block, n) for word in (1, 2) for block in (2, 4) for n in range(1, 8 // word + 1)]
+    (word, block, n) for word in (1, 2) for block in (2, 4) for n in range(1, 8 // word + 1)] + [
+    (word, 3, n) for word in (1, 2) for n in (1, 2, 3, 5, 8)]
 
 
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("word, block, n", _SMALL_PIXELS)
 def test_pixels_of_a_few_channels_are_transposed_in_registers(word, block, n, threads):
     """scatter_run: SCATTER tiles that are a pixel of a few channels (2 or 4 rows of n words, 4-byte words with
-    n = 2 or 4; 1- and 2-byte words with rows up to 8 bytes) moved a run at a time in registers,
+    n = 2 or 4; 1- and 2-byte words with rows up to 8 bytes; blocks of 3 of them word by word) moved a run at a
+    time in registers,
     out[m * dm + i * B + j] = in[m * sm + j * s1 + i]: bit for bit, nothing written outside, streamed (4-byte
     words on 16 bytes: streaming stores; off them: tile by tile) or not, the runs cut among threads anywhere."""
     core = native_engine.core()

@@ -24,6 +24,9 @@
 //
 // B (2, 3, 4) and the word (1, 2, 4, 8, 16 bytes) are template constants, so the
 // compiler turns the block tiles into wide loads, shuffles and wide stores.
+// Short tiles (a pixel of a few channels innermost) run a whole run of the loop
+// around them at once (contiguous_run, scatter_run): tile by tile, each tile's
+// set-up cost more than its few moves.
 // Outputs larger than the last-level cache are written with non-temporal stores
 // where the CPU has them (x86-64: SSE2 movntdq), as memcpy does, so the output's
 // lines are not read before they are written; elsewhere plain stores.
@@ -705,7 +708,17 @@ inline bool narrow_scatter(const char* s, char* d, const Step& st, int64_t run, 
 template <typename T, int B, bool NT>
 inline bool scatter_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
 #if DM_HAVE_STREAM
-    if ((B != 2 && B != 4) || st.l0.s != 1 || st.l0.d != B) return false;
+    if (B < 2 || st.l0.s != 1 || st.l0.d != B) return false;
+    if (B == 3 && sizeof(T) <= 2 && st.l0.n <= 8 && !NT) {  // blocks of 3 (no unpacks): word by word, a run at a time
+        const T* s = src + a;
+        T* d = dst + b;
+        const int64_t n = st.l0.n;
+        for (int64_t m = 0; m < run; ++m, s += inner.s, d += inner.d)
+            for (int64_t i = 0; i < n; ++i)
+                for (int j = 0; j < B; ++j) d[i * B + j] = s[st.at[j] + i];
+        return true;
+    }
+    if (B == 3) return false;
     if (sizeof(T) <= 2) {
         if (NT) return false;
         const char* s = reinterpret_cast<const char*>(src + a);
@@ -1242,9 +1255,10 @@ inline bool streams_whole(const Step& st, const char* dst) {
     Pieces p;
     if (!pieces_of(st, &p)) return false;
     if (p.piece * w < least) {  // short rows stream when the same thread soon writes on where they stop
-        // (only rows copied whole: a block tile's short pieces cost more in its L1 buffer than streaming
-        // saves, D2S depth_first NHWC with 16 channels, 32-byte pieces: 1.4x plain, 3.0x streamed)
-        // (and pixels that scatter_run transposes in registers and streams 16 bytes at a time)
+        // (rows copied whole, and 4-byte pixels that scatter_run transposes in registers and streams 16
+        // bytes at a time, on 16 bytes; other block tiles' short pieces cost more in the L1 buffer than
+        // streaming saves: D2S depth_first NHWC with 16 channels, 32-byte pieces through it, 1.4x plain,
+        // 3.0x streamed; in registers, 0.7x streamed)
         const bool on16 = reinterpret_cast<uintptr_t>(dst + p.start * w) % 16 == 0 && strides_divide(st, p, 16);
         if (st.pattern != CONTIGUOUS && !(small_scatter(st) && on16)) return false;
         int64_t run = 0;
