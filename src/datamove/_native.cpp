@@ -928,34 +928,21 @@ inline void short_rows_run(char* d, const char* s, int64_t run, int64_t dm, int6
 // n bytes, 1 <= n <= 32, as two fixed-size moves that overlap in the middle (as memcpy does small sizes):
 // for rows of a size no case of short_rows_run has (a pixel of 3 channels: 3, 6, 12 or 24 bytes), whose
 // memcpy call per row cost 10x the copy floor (TensorFlow's NHWC space_to_batch_nd of uint8 RGB images).
+template <int K>
+inline void copy_ends(char* d, const char* s, int64_t n) {  // K <= n <= 2K bytes: the first K and the last K
+    char head[K], tail[K];  // both loaded before either is stored
+    std::memcpy(head, s, K);
+    std::memcpy(tail, s + n - K, K);
+    std::memcpy(d, head, K);
+    std::memcpy(d + n - K, tail, K);
+}
+
 inline void copy_small(char* d, const char* s, int64_t n) {
-    if (n >= 16) {
-        char head[16], tail[16];  // both loaded before either is stored: d and s never overlap, but be plain
-        std::memcpy(head, s, 16);
-        std::memcpy(tail, s + n - 16, 16);
-        std::memcpy(d, head, 16);
-        std::memcpy(d + n - 16, tail, 16);
-    } else if (n >= 8) {
-        uint64_t head, tail;
-        std::memcpy(&head, s, 8);
-        std::memcpy(&tail, s + n - 8, 8);
-        std::memcpy(d, &head, 8);
-        std::memcpy(d + n - 8, &tail, 8);
-    } else if (n >= 4) {
-        uint32_t head, tail;
-        std::memcpy(&head, s, 4);
-        std::memcpy(&tail, s + n - 4, 4);
-        std::memcpy(d, &head, 4);
-        std::memcpy(d + n - 4, &tail, 4);
-    } else if (n >= 2) {
-        uint16_t head, tail;
-        std::memcpy(&head, s, 2);
-        std::memcpy(&tail, s + n - 2, 2);
-        std::memcpy(d, &head, 2);
-        std::memcpy(d + n - 2, &tail, 2);
-    } else {
-        *d = *s;
-    }
+    if (n >= 16) return copy_ends<16>(d, s, n);
+    if (n >= 8) return copy_ends<8>(d, s, n);
+    if (n >= 4) return copy_ends<4>(d, s, n);
+    if (n >= 2) return copy_ends<2>(d, s, n);
+    *d = *s;
 }
 
 // A run of CONTIGUOUS tiles of rows up to 128 bytes (see short_rows_run); false where it has no such case.
