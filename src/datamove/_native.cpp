@@ -972,9 +972,8 @@ inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t r
     const char* s = reinterpret_cast<const char*>(src + a);
     const int64_t d1 = st.l1.d * w, s1 = st.l1.s * w, dm = inner.d * w, sm = inner.s * w, n = st.l1.n;
     if (NT) {
-        bool bytes_on16 = true;
-        if ((reinterpret_cast<uintptr_t>(d) | d1 | dm) % 16 != 0) bytes_on16 = false;
-        switch (bytes_on16 ? bytes : 0) {
+        const bool on16 = (reinterpret_cast<uintptr_t>(d) | d1 | dm) % 16 == 0;  // the fixed sizes' 16-byte stores
+        switch (on16 ? bytes : 0) {
             case 16: return short_rows_run<16, true>(d, s, run, dm, sm, n, d1, s1), true;
             case 32: return short_rows_run<32, true>(d, s, run, dm, sm, n, d1, s1), true;
             case 48: return short_rows_run<48, true>(d, s, run, dm, sm, n, d1, s1), true;
