@@ -963,11 +963,12 @@ inline void copy_small(char* d, const char* s, int64_t n) {
     *d = *s;
 }
 
-// A run of CONTIGUOUS tiles of rows up to 128 bytes (see short_rows_run); false where it has no such case.
+// A run of CONTIGUOUS tiles (one tile: run 1) of rows up to 128 bytes (see short_rows_run); false where it
+// has no such case.
 template <typename T, bool NT>
 inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
     const int64_t w = sizeof(T), bytes = st.l0.n * w;
-    if (bytes > 128 || run < 2) return false;
+    if (bytes > 128) return false;
     char* d = reinterpret_cast<char*>(dst + b);
     const char* s = reinterpret_cast<const char*>(src + a);
     const int64_t d1 = st.l1.d * w, s1 = st.l1.s * w, dm = inner.d * w, sm = inner.s * w, n = st.l1.n;
@@ -1019,34 +1020,11 @@ template <typename T, int P, int B, bool NT>
 inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     const Loop l1 = st.l1, l0 = st.l0;
     if (P == CONTIGUOUS) {
+        if (contiguous_run<T, NT>(src, dst, a, b, 1, Loop{1, 0, 0}, st)) return;  // short rows: one tile as a run
         const int64_t bytes = l0.n * (int64_t)sizeof(T);
         char* d = reinterpret_cast<char*>(dst + b);
         const char* s = reinterpret_cast<const char*>(src + a);
         const int64_t d1 = l1.d * (int64_t)sizeof(T), s1 = l1.s * (int64_t)sizeof(T);
-        if (NT && (reinterpret_cast<uintptr_t>(d) | d1) % 16 == 0) {
-            switch (bytes) {  // (pieces below a line stream only where the next piece goes on from them)
-                case 16: return stream_rows<16>(d, s, l1.n, d1, s1);
-                case 32: return stream_rows<32>(d, s, l1.n, d1, s1);
-                case 48: return stream_rows<48>(d, s, l1.n, d1, s1);
-                case 64: return stream_rows<64>(d, s, l1.n, d1, s1);
-                case 128: return stream_rows<128>(d, s, l1.n, d1, s1);
-                default: break;
-            }
-        }
-        if (!NT) {
-            switch (bytes) {
-                case 4: return copy_rows<4>(d, s, l1.n, d1, s1);
-                case 8: return copy_rows<8>(d, s, l1.n, d1, s1);
-                case 12: return copy_rows<12>(d, s, l1.n, d1, s1);
-                case 16: return copy_rows<16>(d, s, l1.n, d1, s1);
-                case 24: return copy_rows<24>(d, s, l1.n, d1, s1);
-                case 32: return copy_rows<32>(d, s, l1.n, d1, s1);
-                case 48: return copy_rows<48>(d, s, l1.n, d1, s1);
-                case 64: return copy_rows<64>(d, s, l1.n, d1, s1);
-                case 128: return copy_rows<128>(d, s, l1.n, d1, s1);
-                default: break;
-            }
-        }
         for (int64_t j = 0; j < l1.n; ++j) put_bytes<NT>(d + j * d1, s + j * s1, bytes);
     } else if (P == FILL) {
         for (int64_t j = 0; j < l1.n; ++j) {
