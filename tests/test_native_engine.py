@@ -546,14 +546,15 @@ def test_malformed_programs_are_refused():
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.complex128])
 def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
     """Streaming stores only where every piece streams whole (4-byte aligned, 4-byte multiples: no plain
-    head or tail in a line; a gather tile's rows on a line), and then bit for bit what plain stores write,
-    windows included."""
+    head or tail in a line; a gather tile's rows on a line, unless they go on from each other past at most
+    kJoinedStreams rows), and then bit for bit what plain stores write, windows included."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(7)
     words = 1024 // np.dtype(dtype).itemsize  # output rows of 1 KiB
     cases = [  # (op, input, args, streams when the output is 16-byte aligned)
-        ("space_to_depth", (2, 3, 8, 2 * words), ("blocks_first", 2), True),
+        ("space_to_depth", (2, 3, 8, 2 * words), ("blocks_first", 2), True),  # 2 x 2 rows go on: side_joined
+        ("space_to_depth", (2, 3, 8, 4 * words), ("blocks_first", 4), True),  # 4 x 4 rows: too many to join
         ("space_to_batch", (2, 3, 6, 2 * words - 2), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), True),  # gather windows
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 4]), True),  # scatter windows
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 3]),
@@ -569,8 +570,11 @@ def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
             out = base[start: start + expected.size].reshape(expected.shape)
             plan = getattr(plans, op)(data.shape, expected.shape, *[tuple(a) if isinstance(a, list) else a for a in args])
             program = native_engine.program(plan, data, out)
-            # a gather's rows (SpaceToDepth's) stream only from a line; the others from 4-byte aligned starts
-            aligned = offset == 0 if op == "space_to_depth" else offset * np.dtype(dtype).itemsize % 4 == 0
+            # a gather's rows stream from anywhere when they go on from each other (put_lines stores their
+            # partial end lines plainly), and only from a line when not (SpaceToDepth's with block 4); the
+            # others from 4-byte aligned starts
+            aligned = (offset == 0 if args[1:] == (4,) else True) if op == "space_to_depth" \
+                else offset * np.dtype(dtype).itemsize % 4 == 0
             assert core.streams(program, native_engine._address(out)) == (whole and aligned), (op, args, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op, args, offset)
@@ -585,6 +589,43 @@ def _steps(program):
         steps.append((pattern, word, block, a[i + 8: i + 8 + 3 * nloops].reshape(-1, 3).tolist()))
         i += 8 + 3 * nloops
     return steps
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype, width", [(np.uint8, 2 * 201), (np.uint16, 2 * 37), (np.float32, 2 * 64),
+                                          (np.float32, 2 * 700), (np.float64, 2 * 9), (np.complex128, 2 * 33)])
+@pytest.mark.parametrize("mode", ["blocks_first", "depth_first"])
+def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(monkeypatch, threads, dtype, width, mode):
+    """SpaceToDepth NCHW with block 2: the loop over the block's row offset lies between the gather tile
+    and the loop over rows, whose output rows go on from each other (side_joined). Streamed, the four
+    rows of each input row pair fill the L1 buffer side by side and stream at any 4-byte offset into a
+    line (or, for odd row sizes, any item offset), bit for bit the spec's result and nothing outside it,
+    with rows of 9 to 700 words, cut among threads anywhere (a thread's first and last side loops may be
+    partial)."""
+    core = native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    before = dm.get_num_threads()
+    dm.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(width)
+        data = random_array((2, 3, 2 * 7, width), np.dtype(dtype), rng)
+        expected = ref.space_to_depth(data, mode, 2)
+        plan = plans.space_to_depth(data.shape, expected.shape, mode, 2)
+        item = np.dtype(dtype).itemsize
+        for offset in range(0, 64, max(item, 4)) if item > 1 else [0, 1, 3, 16, 17, 63]:
+            base = np.zeros(expected.nbytes + 128, np.uint8)
+            start = -base.__array_interface__["data"][0] % 64 + offset
+            out = base[start: start + expected.nbytes].view(dtype).reshape(expected.shape)
+            program = native_engine.program(plan, data, out)
+            (pattern, _, block, loops), = _steps(program)
+            assert (pattern, block) == (native_engine._PATTERNS["gather"], 2)
+            assert loops[-3][2] != loops[-1][0] and loops[-4][2] == loops[-1][0]  # rows go on past one loop
+            assert core.streams(program, native_engine._address(out)), offset
+            dm.space_to_depth(data, mode, 2, out=out, engine="native")
+            assert same_bits(out, expected), offset
+            assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset  # nothing outside
+    finally:
+        dm.set_num_threads(before)
 
 
 @pytest.mark.parametrize("threads", [1, 3])

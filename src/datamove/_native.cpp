@@ -196,6 +196,34 @@ inline void fence() {
 #endif
 }
 
+// Lines to be read soon, asked for ahead of their loads a few at a time (hints: they never fault). All
+// at once, a chunk's input (8 KiB) filled the load queue and held up the stores between.
+struct Ahead {
+    static constexpr int kRanges = 16;  // more ranges than this are left to the hardware prefetcher
+    const char* at[kRanges];
+    const char* end[kRanges];
+    int n = 0, i = 0;
+    int64_t lines = 0;
+    void add(const void* p, int64_t bytes) {
+        if (n == kRanges || bytes <= 0) return;
+        at[n] = static_cast<const char*>(p);
+        end[n] = at[n] + bytes;
+        lines += (bytes + kLine - 1) / kLine;
+        ++n;
+    }
+    void ask(int64_t count) {
+        for (; count > 0 && i < n; --count) {
+#if DM_HAVE_STREAM
+            _mm_prefetch(at[i], _MM_HINT_T0);
+#elif defined(__GNUC__)
+            __builtin_prefetch(at[i]);
+#endif
+            at[i] += kLine;
+            if (at[i] >= end[i]) ++i;
+        }
+    }
+};
+
 // ------------------------------------------------------------------ tiles
 // a, b: word indices of the tile's first element in src and dst.
 
@@ -781,6 +809,16 @@ inline bool rows_go_on(const Step& st) {
     return st.nouter && st.outer[st.nouter - 1].d == st.l0.n;
 }
 
+// Whether the rows go on one loop further out, past a `side` loop whose tiles' rows a streamed gather
+// buffers side by side (at most kJoinedStreams rows in all): SpaceToDepth NCHW, whose block row offset
+// lies between the tile and the loop over rows. Tile by tile, each output row's partial end line waited
+// for the other rows' stores (NumPy's own out=, 16 bytes into a line: so that program stored plainly).
+inline bool side_joined(const Step& st) {
+    const int last = st.nouter - 1;
+    return last >= 1 && st.pattern == GATHER && !rows_go_on(st) && st.outer[last - 1].d == st.l0.n &&
+           st.outer[last].n * st.block <= kJoinedStreams;
+}
+
 // GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out. Streamed, it
 // takes `runs` tiles at once whose rows go on in dst where the last one stopped (the loop around the
 // tile steps dst by n and src by `step`): they fill the buffer together, so each output row is streamed
@@ -788,13 +826,17 @@ inline bool rows_go_on(const Step& st) {
 // depth_first with block 3 into NumPy's own out=, 1.06-1.10x -> 1.00-1.02x). Tile by tile, a row not starting on a line
 // (NumPy's own arrays start 16 bytes into one) left a partial line at every tile's ends, completed only
 // after the other rows' stores: SpaceToDepth into such an out= ran 1.4-2x slower than into one on a line.
+// `side`: a loop between the tile and the one its rows go on in (SpaceToDepth NCHW: the block's row
+// offset, its input rows next to each other), its side.n * B rows buffered side by side.
+// While a chunk streams out, the next chunk's input is prefetched: the buffer fills from memory and
+// empties into it by turns, and without the prefetch the reads stopped while the stores ran.
 template <typename T, int B, bool NT>
 inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, int64_t runs = 1,
-                   int64_t step = 0) {
+                   int64_t step = 0, Loop side = Loop{1, 0, 0}) {
     if (!NT && transpose4<T, B, NT>(src, dst, a, b, rows, n, true)) return;  // (streamed: 16-byte pieces never are)
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);
     constexpr int64_t K = kChunkBytes / sizeof(T);
-    alignas(kPage) T buf[B * K];
+    alignas(kPage) T buf[kJoinedStreams * K];  // side.n * B <= kJoinedStreams (side_joined)
     const Rows<B> packed(K);
     const int64_t total = n * runs;
     int64_t next = first_chunk(dst + b + rows.at[0], sizeof(T), 1, K, total);
@@ -803,10 +845,22 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
         for (int64_t p = i0, c; p < i0 + k; p += c) {  // the tiles' pieces in this chunk
             const int64_t tile = p / n, at = p - tile * n;
             c = std::min(n - at, i0 + k - p);
-            gather_rows<T, B>(src, buf, a + tile * step + at * B, p - i0, packed, c);
+            for (int64_t m = 0; m < side.n; ++m)
+                gather_rows<T, B>(src, buf + m * B * K, a + tile * step + m * side.s + at * B, p - i0, packed, c);
         }
-        for (int j = 0; j < B; ++j)
-            put_lines(reinterpret_cast<char*>(dst + b + rows.at[j] + i0), reinterpret_cast<const char*>(buf + j * K), k * sizeof(T));
+        Ahead ahead;  // the next chunk's input, asked for a share at a time between this chunk's stores
+        for (int64_t p = i0 + k, c; p < std::min(total, i0 + k + K); p += c) {
+            const int64_t tile = p / n, at = p - tile * n;
+            c = std::min(n - at, i0 + k + K - p);
+            for (int64_t m = 0; m < side.n; ++m) ahead.add(src + a + tile * step + m * side.s + at * B, c * B * (int64_t)sizeof(T));
+        }
+        const int64_t share = (ahead.lines + side.n * B - 1) / (side.n * B);
+        for (int64_t m = 0; m < side.n; ++m)
+            for (int j = 0; j < B; ++j) {
+                put_lines(reinterpret_cast<char*>(dst + b + m * side.d + rows.at[j] + i0),
+                          reinterpret_cast<const char*>(buf + (m * B + j) * K), k * sizeof(T));
+                ahead.ask(share);
+            }
     }
 }
 
@@ -1081,13 +1135,15 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     const int last = st.nouter - 1;
     const Loop inner = st.nouter ? st.outer[last] : Loop{1, 0, 0};
     const Loop next = last >= 1 ? st.outer[last - 1] : Loop{1, 0, 0};
-    const bool joined = rows_go_on(st);
+    const bool joined = rows_go_on(st), side = side_joined(st);
     for (int64_t r = r0; r < r1;) {
         const int64_t at = st.nouter ? index[last] : 0;
         int64_t run = std::min(r1 - r, inner.n - at), runs = 1;
         if (at == 0 && last >= 1) runs = std::max<int64_t>(1, std::min((r1 - r) / inner.n, next.n - index[last - 1]));
         if (runs > 1) run = inner.n;
-        for (int64_t q = 0; q < runs; ++q) {
+        const bool sides = P == GATHER && NT && side && run == inner.n;  // whole side loops: streamed as one
+        if (sides) gather<T, B, NT>(src, dst, a, b, Rows<B>(st.at), st.l0.n, runs, next.s, inner);
+        for (int64_t q = 0; q < (sides ? 0 : runs); ++q) {
             if (P == GATHER && NT && joined) {  // the run's rows go on from each other: streamed as one
                 gather<T, B, NT>(src, dst, a + q * next.s, b + q * next.d, Rows<B>(st.at), st.l0.n, run, inner.s);
                 continue;
@@ -1251,9 +1307,10 @@ inline bool streams_whole(const Step& st, const char* dst) {
     // completed only after the tile's other rows are written: streamed, SpaceToDepth into NumPy's own
     // out= (16 bytes into a line) took 1.1-1.6x the copy floor, stored plainly 0.87-0.93x (on a line,
     // streamed, 0.70x). Runs of tiles whose rows go on from each other stream as one (see gather).
-    if (st.pattern == GATHER && !rows_go_on(st) &&
+    if (st.pattern == GATHER && !rows_go_on(st) && !side_joined(st) &&
         (reinterpret_cast<uintptr_t>(dst + p.start * w) % kLine != 0 || !strides_divide(st, p, kLine)))
         return false;
+    if (st.pattern == GATHER) return true;  // put_lines: the partial lines at a piece's ends are stored plainly
     return p.piece * w % 4 == 0 && reinterpret_cast<uintptr_t>(dst + p.start * w) % 4 == 0 && strides_divide(st, p, 4);
 }
 
