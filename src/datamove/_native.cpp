@@ -864,36 +864,52 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
     }
 }
 
-// Positions [t0, t1) of a streamed SCATTER<B> row of 4-byte words, out[t] = in[t % B][t / B], straight
-// from registers: the rows interleaved by unpacks and streamed 16 bytes at a time, the few positions
-// before the first block on 16 bytes and after the last as 4-byte streaming stores. False (nothing
-// written) where no block starts on 16 bytes (B = 4 with the row off 16 bytes), or for B = 3.
+// Positions [t0, t1) of a streamed SCATTER<B> row of W-byte words (4 or 8), out[t] = in[t % B][t / B],
+// straight from registers: the rows interleaved by unpacks and streamed 16 bytes at a time, the few
+// positions before the first block on 16 bytes and after the last as one-word streaming stores. False
+// (nothing written) where no block starts on 16 bytes, or for B = 3.
 // Through the L1 buffer (put_bytes) the row was stored twice, and the row's loads stopped while the
 // buffer streamed out: BatchToSpace with crops, 512 MiB into np.empty, 1.30x the copy floor; straight
 // from registers 1.09-1.13x (same process, 9 rounds).
-template <int B>
-inline bool scatter_direct(const uint32_t* const in[B], uint32_t* out, int64_t t0, int64_t t1) {
+template <int W, int B>
+inline bool scatter_direct(const char* const in[B], char* out, int64_t t0, int64_t t1) {
 #if DM_HAVE_STREAM
-    if constexpr (B == 2 || B == 4) {
+    if constexpr ((W == 4 || W == 8) && (B == 2 || B == 4)) {
+        constexpr int64_t P = 16 / W;  // positions in a 16-byte load
         const uintptr_t at = reinterpret_cast<uintptr_t>(out);
-        if (at % (B == 2 ? 8 : 16) || t0 >= t1) return false;  // some block on 16 bytes: B = 2 needs 8, B = 4 16
-        // the first block at or after t0 that starts on 16 bytes; the body ends on a group of 4 blocks
+        if (at % (W * B == 8 ? 8 : 16) || t0 >= t1) return false;  // some block on 16 bytes
+        // the first block at or after t0 that starts on 16 bytes; the body ends on a whole load
         int64_t body = (t0 + B - 1) / B;
-        if ((at + body * B * 4) % 16) ++body;  // (B = 2 from 8 bytes: the next block)
-        const int64_t groups = std::max<int64_t>(0, (t1 / B - body) / 4);
-        const int64_t end = body + groups * 4;  // blocks [body, end): whole, 16-byte aligned
-        auto one = [&](int64_t t) { stream4(reinterpret_cast<char*>(out + t), reinterpret_cast<const char*>(in[t % B] + t / B)); };
-        for (int64_t t = t0; t < std::min(t1, body * B); ++t) one(t);
-        for (int64_t i = body; i < end; i += 4) {
-            __m128 r[B];
-            for (int j = 0; j < B; ++j) r[j] = _mm_loadu_ps(reinterpret_cast<const float*>(in[j] + i));
-            float* o = reinterpret_cast<float*>(out + i * B);
-            if constexpr (B == 2) {
-                _mm_stream_ps(o, _mm_unpacklo_ps(r[0], r[1]));
-                _mm_stream_ps(o + 4, _mm_unpackhi_ps(r[0], r[1]));
+        if ((at + body * B * W) % 16) ++body;  // (8-byte blocks from 8 bytes: the next one)
+        const int64_t end = body + std::max<int64_t>(0, (t1 / B - body) / P) * P;  // blocks [body, end)
+        auto one = [&](int64_t t) {
+            const char* from = in[t % B] + t / B * W;
+            if (W == 4) {
+                stream4(out + t * W, from);
             } else {
-                _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
-                for (int k = 0; k < 4; ++k) _mm_stream_ps(o + 4 * k, r[k]);
+                long long v;
+                std::memcpy(&v, from, 8);
+                _mm_stream_si64(reinterpret_cast<long long*>(out + t * W), v);
+            }
+        };
+        for (int64_t t = t0; t < std::min(t1, body * B); ++t) one(t);
+        for (int64_t i = body; i < end; i += P) {
+            __m128i r[B];
+            for (int j = 0; j < B; ++j) r[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in[j] + i * W));
+            __m128i* o = reinterpret_cast<__m128i*>(out + i * B * W);
+            if constexpr (B == 2) {
+                _mm_stream_si128(o, unpack_lo<W>(r[0], r[1]));
+                _mm_stream_si128(o + 1, unpack_hi<W>(r[0], r[1]));
+            } else if constexpr (W == 4) {
+                __m128 f[4];
+                for (int k = 0; k < 4; ++k) f[k] = _mm_castsi128_ps(r[k]);
+                _MM_TRANSPOSE4_PS(f[0], f[1], f[2], f[3]);
+                for (int k = 0; k < 4; ++k) _mm_stream_si128(o + k, _mm_castps_si128(f[k]));
+            } else {  // two positions of four 8-byte rows: (r0 r1) (r2 r3) of each
+                _mm_stream_si128(o, _mm_unpacklo_epi64(r[0], r[1]));
+                _mm_stream_si128(o + 1, _mm_unpacklo_epi64(r[2], r[3]));
+                _mm_stream_si128(o + 2, _mm_unpackhi_epi64(r[0], r[1]));
+                _mm_stream_si128(o + 3, _mm_unpackhi_epi64(r[2], r[3]));
             }
         }
         for (int64_t t = std::max(t0, end * B); t < t1; ++t) one(t);
@@ -908,10 +924,10 @@ template <typename T, int B, bool NT>
 inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
     if (transpose4<T, B, NT>(src, dst, a, b, rows, n, false)) return;
     if (!NT) return scatter_rows<T, B>(src, dst, a, b, rows, n);
-    if constexpr (sizeof(T) == 4) {
-        const uint32_t* in[B];
-        for (int j = 0; j < B; ++j) in[j] = reinterpret_cast<const uint32_t*>(src + a + rows.at[j]);
-        if (scatter_direct<B>(in, reinterpret_cast<uint32_t*>(dst + b), 0, n * B)) return;
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+        const char* in[B];
+        for (int j = 0; j < B; ++j) in[j] = reinterpret_cast<const char*>(src + a + rows.at[j]);
+        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), 0, n * B)) return;
     }
     constexpr int64_t K = kChunkBytes / sizeof(T);
     alignas(kPage) T buf[B * K];
@@ -990,10 +1006,10 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
     const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, s1 = st.l1.s, s0 = st.l0.s, lo = st.lo, hi = st.hi;
     const int64_t first = st.first, last = st.last;
     if (!NT || !B || s0 != 1) return scatter_window_part<T, B>(src, dst, a, b, s1, s0, size, 0, n0, first, last, lo, hi);
-    if constexpr (sizeof(T) == 4) {
-        const uint32_t* in[B ? B : 1];
-        for (int64_t j = 0; j < B; ++j) in[j] = reinterpret_cast<const uint32_t*>(src + a + j * s1);
-        if (scatter_direct<B>(in, reinterpret_cast<uint32_t*>(dst + b), std::max<int64_t>(lo, 0), std::min(hi, n0 * B))) return;
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+        const char* in[B ? B : 1];
+        for (int64_t j = 0; j < B; ++j) in[j] = reinterpret_cast<const char*>(src + a + j * s1);
+        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), std::max<int64_t>(lo, 0), std::min(hi, n0 * B))) return;
     }
     constexpr int64_t K = kChunkBytes / sizeof(T);  // positions per chunk: K / size blocks
     constexpr int64_t KB = K / (B ? B : 1);
