@@ -592,6 +592,48 @@ def _steps(program):
 
 
 @pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64])
+@pytest.mark.parametrize("block, pads, width", [(2, (1, 1), 2 * 64 - 2), (2, (0, 2), 2 * 300), (3, (1, 2), 3 * 100 - 3),
+                                                (4, (3, 1), 4 * 70 - 4)])
+def test_streamed_gather_windows_taken_as_runs(monkeypatch, threads, dtype, block, pads, width):
+    """SpaceToBatch NCHW with pads: gather windows whose output rows go on from each other, right outside
+    the tile (block on W only) or past the block's row loop (block on H and W: side_joined), are streamed
+    a run at a time through the L1 buffer, pads included: bit for bit the spec's result and nothing outside
+    it at any item offset into a line, rows cut among threads anywhere."""
+    core = native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    before = dm.get_num_threads()
+    dm.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(width)
+        data = random_array((2, 3, 2 * 5, width), np.dtype(dtype), rng)
+        for hb in ([1, 1, 1, block], [1, 1, 2, block]) if block < 4 else ([1, 1, 2, block],):
+            args = (hb, [0, 0, 0, pads[0]], [0, 0, 0, pads[1]])
+            expected = ref.space_to_batch(data, *args)
+            plan = plans.space_to_batch(data.shape, expected.shape, tuple(hb), tuple(args[1]), tuple(args[2]))
+            item = np.dtype(dtype).itemsize
+            for offset in range(0, 64, max(item, 4)) if item > 1 else [0, 1, 3, 16, 17, 63]:
+                base = np.zeros(expected.nbytes + 128, np.uint8)
+                start = -base.__array_interface__["data"][0] % 64 + offset
+                out = base[start: start + expected.nbytes].view(dtype).reshape(expected.shape)
+                program = native_engine.program(plan, data, out)
+                steps = _steps(program)
+                windows = [loops for pattern, _, b, loops in steps if pattern == native_engine._PATTERNS["gather_window"]]
+                assert windows and all(len(l) >= 3 for l in windows)
+                if hb[2] == 1:  # the loop right outside the tile goes on where its rows stop
+                    assert any(l[-3][2] == l[-1][0] for l in windows)
+                else:  # one loop further out, past the block's row loop
+                    assert any(l[-3][2] != l[-1][0] and l[-4][2] == l[-1][0] for l in windows)
+                if item >= 4 or offset % 4 == 0 and expected.shape[-1] * item % 4 == 0:  # (put_bytes: 4-byte words)
+                    assert core.streams(program, native_engine._address(out)), offset
+                dm.space_to_batch(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), (hb, offset)
+                assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset  # nothing outside
+    finally:
+        dm.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype, width", [(np.uint8, 2 * 201), (np.uint16, 2 * 37), (np.float32, 2 * 64),
                                           (np.float32, 2 * 700), (np.float64, 2 * 9), (np.complex128, 2 * 33)])
 @pytest.mark.parametrize("mode", ["blocks_first", "depth_first"])

@@ -809,14 +809,38 @@ inline bool rows_go_on(const Step& st) {
     return st.nouter && st.outer[st.nouter - 1].d == st.l0.n;
 }
 
+// Whether a step's tiles are gather windows that a streamed run may take together (see gather): blocks of
+// 2, 3 or 4 written on in dst.
+inline bool runs_of_windows(const Step& st) {
+    return st.pattern == GATHER_WINDOW && st.block >= 2 && st.block <= 4 && st.l0.d == 1;
+}
+
 // Whether the rows go on one loop further out, past a `side` loop whose tiles' rows a streamed gather
 // buffers side by side (at most kJoinedStreams rows in all): SpaceToDepth NCHW, whose block row offset
 // lies between the tile and the loop over rows. Tile by tile, each output row's partial end line waited
 // for the other rows' stores (NumPy's own out=, 16 bytes into a line: so that program stored plainly).
 inline bool side_joined(const Step& st) {
     const int last = st.nouter - 1;
-    return last >= 1 && st.pattern == GATHER && !rows_go_on(st) && st.outer[last - 1].d == st.l0.n &&
-           st.outer[last].n * st.block <= kJoinedStreams;
+    return last >= 1 && (st.pattern == GATHER || runs_of_windows(st)) && !rows_go_on(st) &&
+           st.outer[last - 1].d == st.l0.n && st.outer[last].n * st.block <= kJoinedStreams;
+}
+
+// Blocks [i0, i1) of a gather window into rows dst + b + j * d1, positions i * d0.
+template <typename T, int B>
+inline void gather_window_part(const T* src, T* dst, int64_t a, int64_t b, int64_t d1, int64_t d0, int64_t size,
+                               int64_t i0, int64_t i1, int64_t first, int64_t last, int64_t lo, int64_t hi) {
+    for (int edge = 0; edge < 2; ++edge) {
+        for (int64_t i = edge ? std::max(i0, last) : i0; i < (edge ? i1 : std::min(i1, first)); ++i)
+            for (int64_t j = 0; j < size; ++j) {
+                int64_t t = i * size + j;
+                dst[b + j * d1 + i * d0] = (lo <= t && t < hi) ? src[a + t] : T();
+            }
+    }
+    const int64_t f = std::max(i0, first), l = std::min(i1, last);
+    if (f >= l) return;
+    if (B && d0 == 1) return gather_rows<T, (B ? B : 2)>(src, dst, a + f * size, b + f, Rows<(B ? B : 2)>(d1), l - f);
+    for (int64_t i = f; i < l; ++i)
+        for (int64_t j = 0; j < size; ++j) dst[b + j * d1 + i * d0] = src[a + i * size + j];
 }
 
 // GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out. Streamed, it
@@ -830,11 +854,12 @@ inline bool side_joined(const Step& st) {
 // offset, its input rows next to each other), its side.n * B rows buffered side by side.
 // While a chunk streams out, the next chunk's input is prefetched: the buffer fills from memory and
 // empties into it by turns, and without the prefetch the reads stopped while the stores ran.
+// `window`: the tiles are a gather window's (SpaceToBatch NCHW with pads), their padding written too.
 template <typename T, int B, bool NT>
 inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, int64_t runs = 1,
-                   int64_t step = 0, Loop side = Loop{1, 0, 0}) {
+                   int64_t step = 0, Loop side = Loop{1, 0, 0}, const Step* window = nullptr) {
     if (!NT && transpose4<T, B, NT>(src, dst, a, b, rows, n, true)) return;  // (streamed: 16-byte pieces never are)
-    if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);
+    if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);  // (windows come here streamed only)
     constexpr int64_t K = kChunkBytes / sizeof(T);
     alignas(kPage) T buf[kJoinedStreams * K];  // side.n * B <= kJoinedStreams (side_joined)
     const Rows<B> packed(K);
@@ -845,8 +870,14 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
         for (int64_t p = i0, c; p < i0 + k; p += c) {  // the tiles' pieces in this chunk
             const int64_t tile = p / n, at = p - tile * n;
             c = std::min(n - at, i0 + k - p);
-            for (int64_t m = 0; m < side.n; ++m)
-                gather_rows<T, B>(src, buf + m * B * K, a + tile * step + m * side.s + at * B, p - i0, packed, c);
+            for (int64_t m = 0; m < side.n; ++m) {
+                const int64_t from = a + tile * step + m * side.s;
+                if (window)
+                    gather_window_part<T, B>(src, buf + m * B * K, from, p - i0 - at, K, 1, B, at, at + c, window->first,
+                                             window->last, window->lo, window->hi);
+                else
+                    gather_rows<T, B>(src, buf + m * B * K, from + at * B, p - i0, packed, c);
+            }
         }
         Ahead ahead;  // the next chunk's input, asked for a share at a time between this chunk's stores
         for (int64_t p = i0 + k, c; p < std::min(total, i0 + k + K); p += c) {
@@ -946,23 +977,6 @@ inline void inside_blocks(int64_t size, int64_t n0, int64_t lo, int64_t hi, int6
     *last = std::max(*first, std::min(n0, hi / size));
 }
 
-// Blocks [i0, i1) of a gather window into rows dst + b + j * d1, positions i * d0.
-template <typename T, int B>
-inline void gather_window_part(const T* src, T* dst, int64_t a, int64_t b, int64_t d1, int64_t d0, int64_t size,
-                               int64_t i0, int64_t i1, int64_t first, int64_t last, int64_t lo, int64_t hi) {
-    for (int edge = 0; edge < 2; ++edge) {
-        for (int64_t i = edge ? std::max(i0, last) : i0; i < (edge ? i1 : std::min(i1, first)); ++i)
-            for (int64_t j = 0; j < size; ++j) {
-                int64_t t = i * size + j;
-                dst[b + j * d1 + i * d0] = (lo <= t && t < hi) ? src[a + t] : T();
-            }
-    }
-    const int64_t f = std::max(i0, first), l = std::min(i1, last);
-    if (f >= l) return;
-    if (B && d0 == 1) return gather_rows<T, (B ? B : 2)>(src, dst, a + f * size, b + f, Rows<(B ? B : 2)>(d1), l - f);
-    for (int64_t i = f; i < l; ++i)
-        for (int64_t j = 0; j < size; ++j) dst[b + j * d1 + i * d0] = src[a + i * size + j];
-}
 
 // Streamed, each output row is assembled chunk by chunk in L1, edges and inside blocks together, and
 // streamed out whole: no line gets both plain and streaming stores (edges written in place beside
@@ -1201,19 +1215,26 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     const int last = st.nouter - 1;
     const Loop inner = st.nouter ? st.outer[last] : Loop{1, 0, 0};
     const Loop next = last >= 1 ? st.outer[last - 1] : Loop{1, 0, 0};
-    const bool joined = rows_go_on(st), side = side_joined(st);
+    constexpr bool G = P == GATHER || (P == GATHER_WINDOW && B != 0);  // (windows: when runs_of_windows)
+    const bool runs_ok = P == GATHER || runs_of_windows(st);
+    const bool joined = runs_ok && rows_go_on(st), side = runs_ok && side_joined(st);
+    const Rows<(B ? B : 2)> rows = P == GATHER ? Rows<(B ? B : 2)>(st.at) : Rows<(B ? B : 2)>(st.l1.d);
+    const Step* window = P == GATHER_WINDOW ? &st : nullptr;
     for (int64_t r = r0; r < r1;) {
         const int64_t at = st.nouter ? index[last] : 0;
         int64_t run = std::min(r1 - r, inner.n - at), runs = 1;
         if (at == 0 && last >= 1) runs = std::max<int64_t>(1, std::min((r1 - r) / inner.n, next.n - index[last - 1]));
         if (runs > 1) run = inner.n;
-        const bool sides = P == GATHER && NT && side && run == inner.n;  // whole side loops: streamed as one
-        if (sides) gather<T, B, NT>(src, dst, a, b, Rows<B>(st.at), st.l0.n, runs, next.s, inner);
+        const bool sides = G && NT && side && run == inner.n;  // whole side loops: streamed as one
+        if constexpr (G)
+            if (sides) gather<T, (B ? B : 2), NT>(src, dst, a, b, rows, st.l0.n, runs, next.s, inner, window);
         for (int64_t q = 0; q < (sides ? 0 : runs); ++q) {
-            if (P == GATHER && NT && joined) {  // the run's rows go on from each other: streamed as one
-                gather<T, B, NT>(src, dst, a + q * next.s, b + q * next.d, Rows<B>(st.at), st.l0.n, run, inner.s);
-                continue;
-            }
+            if constexpr (G)
+                if (NT && joined) {  // the run's rows go on from each other: streamed as one
+                    gather<T, (B ? B : 2), NT>(src, dst, a + q * next.s, b + q * next.d, rows, st.l0.n, run, inner.s,
+                                               Loop{1, 0, 0}, window);
+                    continue;
+                }
             if (P == CONTIGUOUS && contiguous_run<T, NT>(src, dst, a + q * next.s, b + q * next.d, run, inner, st)) continue;
             if (P == SCATTER && scatter_run<T, B, NT>(src, dst, a + q * next.s, b + q * next.d, run, inner, st)) continue;
             for (int64_t m = 0; m < run; ++m)
