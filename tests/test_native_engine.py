@@ -591,6 +591,22 @@ def _steps(program):
     return steps
 
 
+def _outs_at_offsets(expected, offsets):
+    """``out`` arrays shaped like ``expected``, each ``offset`` bytes into a line of a zeroed buffer with 64
+    spare bytes on each side: ``(offset, out, written_outside)``, the last a function saying whether
+    anything beyond ``out`` was written."""
+    for offset in offsets:
+        base = np.zeros(expected.nbytes + 128, np.uint8)
+        start = -base.__array_interface__["data"][0] % 64 + offset
+        out = base[start: start + expected.nbytes].view(expected.dtype).reshape(expected.shape)
+        yield offset, out, lambda base=base, start=start: base[:start].any() or base[start + expected.nbytes:].any()
+
+
+def _item_offsets(item):
+    """Offsets into a line: every 4 bytes (every item from 8 bytes), and for bytes a few odd ones."""
+    return range(0, 64, max(item, 4)) if item > 1 else [0, 1, 3, 16, 17, 63]
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64])
 @pytest.mark.parametrize("block, pads, width", [(2, (1, 1), 2 * 64 - 2), (2, (0, 2), 2 * 300), (3, (1, 2), 3 * 100 - 3),
@@ -612,10 +628,7 @@ def test_streamed_gather_windows_taken_as_runs(monkeypatch, threads, dtype, bloc
             expected = ref.space_to_batch(data, *args)
             plan = plans.space_to_batch(data.shape, expected.shape, tuple(hb), tuple(args[1]), tuple(args[2]))
             item = np.dtype(dtype).itemsize
-            for offset in range(0, 64, max(item, 4)) if item > 1 else [0, 1, 3, 16, 17, 63]:
-                base = np.zeros(expected.nbytes + 128, np.uint8)
-                start = -base.__array_interface__["data"][0] % 64 + offset
-                out = base[start: start + expected.nbytes].view(dtype).reshape(expected.shape)
+            for offset, out, written_outside in _outs_at_offsets(expected, _item_offsets(item)):
                 program = native_engine.program(plan, data, out)
                 steps = _steps(program)
                 windows = [loops for pattern, _, b, loops in steps if pattern == native_engine._PATTERNS["gather_window"]]
@@ -628,7 +641,7 @@ def test_streamed_gather_windows_taken_as_runs(monkeypatch, threads, dtype, bloc
                     assert core.streams(program, native_engine._address(out)), offset
                 dm.space_to_batch(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (hb, offset)
-                assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset  # nothing outside
+                assert not written_outside(), offset
     finally:
         dm.set_num_threads(before)
 
@@ -653,11 +666,7 @@ def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(monkeypatch, th
         data = random_array((2, 3, 2 * 7, width), np.dtype(dtype), rng)
         expected = ref.space_to_depth(data, mode, 2)
         plan = plans.space_to_depth(data.shape, expected.shape, mode, 2)
-        item = np.dtype(dtype).itemsize
-        for offset in range(0, 64, max(item, 4)) if item > 1 else [0, 1, 3, 16, 17, 63]:
-            base = np.zeros(expected.nbytes + 128, np.uint8)
-            start = -base.__array_interface__["data"][0] % 64 + offset
-            out = base[start: start + expected.nbytes].view(dtype).reshape(expected.shape)
+        for offset, out, written_outside in _outs_at_offsets(expected, _item_offsets(np.dtype(dtype).itemsize)):
             program = native_engine.program(plan, data, out)
             (pattern, _, block, loops), = _steps(program)
             assert (pattern, block) == (native_engine._PATTERNS["gather"], 2)
@@ -665,7 +674,7 @@ def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(monkeypatch, th
             assert core.streams(program, native_engine._address(out)), offset
             dm.space_to_depth(data, mode, 2, out=out, engine="native")
             assert same_bits(out, expected), offset
-            assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset  # nothing outside
+            assert not written_outside(), offset
     finally:
         dm.set_num_threads(before)
 
@@ -688,10 +697,7 @@ def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(monkeypatch, th
         data = random_array((2, 2, 6, 3 * 11, width), np.dtype(dtype), rng)
         expected = ref.space_to_depth(data, mode, 3)
         plan = plans.space_to_depth(data.shape, expected.shape, mode, 3)
-        for offset in range(0, 64, 4):
-            base = np.zeros(expected.nbytes + 128, np.uint8)
-            start = -base.__array_interface__["data"][0] % 64 + offset
-            out = base[start: start + expected.nbytes].view(dtype).reshape(expected.shape)
+        for offset, out, written_outside in _outs_at_offsets(expected, range(0, 64, 4)):
             program = native_engine.program(plan, data, out)
             (pattern, _, block, loops), = _steps(program)
             assert (pattern, block) == (native_engine._PATTERNS["gather"], 3)  # a gather tile
@@ -699,7 +705,7 @@ def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(monkeypatch, th
             assert core.streams(program, native_engine._address(out)) == (width % 3 == 0 or offset == 0), offset
             dm.space_to_depth(data, mode, 3, out=out, engine="native")
             assert same_bits(out, expected), offset
-            assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset  # nothing outside
+            assert not written_outside(), offset
     finally:
         dm.set_num_threads(before)
 
