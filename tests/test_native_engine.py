@@ -3,6 +3,7 @@ pattern, streaming stores, threads, fork."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -591,6 +592,17 @@ def _steps(program):
     return steps
 
 
+@contextlib.contextmanager
+def _threads(count):
+    """The core's thread count set to ``count`` for a block, then set back."""
+    before = dm.get_num_threads()
+    dm.set_num_threads(count)
+    try:
+        yield
+    finally:
+        dm.set_num_threads(before)
+
+
 def _outs_at_offsets(expected, offsets):
     """``out`` arrays shaped like ``expected``, each ``offset`` bytes into a line of a zeroed buffer with 64
     spare bytes on each side: ``(offset, out, written_outside)``, the last a function saying whether
@@ -611,16 +623,13 @@ def _item_offsets(item):
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64])
 @pytest.mark.parametrize("block, pads, width", [(2, (1, 1), 2 * 64 - 2), (2, (0, 2), 2 * 300), (3, (1, 2), 3 * 100 - 3),
                                                 (4, (3, 1), 4 * 70 - 4)])
-def test_streamed_gather_windows_taken_as_runs(monkeypatch, threads, dtype, block, pads, width):
+def test_streamed_gather_windows_taken_as_runs(streaming, threads, dtype, block, pads, width):
     """SpaceToBatch NCHW with pads: gather windows whose output rows go on from each other, right outside
     the tile (block on W only) or past the block's row loop (block on H and W: side_joined), are streamed
     a run at a time through the L1 buffer, pads included: bit for bit the spec's result and nothing outside
     it at any item offset into a line, rows cut among threads anywhere."""
     core = native_engine.core()
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
-    before = dm.get_num_threads()
-    dm.set_num_threads(threads)
-    try:
+    with _threads(threads):
         rng = np.random.default_rng(width)
         data = random_array((2, 3, 2 * 5, width), np.dtype(dtype), rng)
         for hb in ([1, 1, 1, block], [1, 1, 2, block]) if block < 4 else ([1, 1, 2, block],):
@@ -642,15 +651,13 @@ def test_streamed_gather_windows_taken_as_runs(monkeypatch, threads, dtype, bloc
                 dm.space_to_batch(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (hb, offset)
                 assert not written_outside(), offset
-    finally:
-        dm.set_num_threads(before)
 
 
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype, width", [(np.uint8, 2 * 201), (np.uint16, 2 * 37), (np.float32, 2 * 64),
                                           (np.float32, 2 * 700), (np.float64, 2 * 9), (np.complex128, 2 * 33)])
 @pytest.mark.parametrize("mode", ["blocks_first", "depth_first"])
-def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(monkeypatch, threads, dtype, width, mode):
+def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(streaming, threads, dtype, width, mode):
     """SpaceToDepth NCHW with block 2: the loop over the block's row offset lies between the gather tile
     and the loop over rows, whose output rows go on from each other (side_joined). Streamed, the four
     rows of each input row pair fill the L1 buffer side by side and stream at any 4-byte offset into a
@@ -658,10 +665,7 @@ def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(monkeypatch, th
     with rows of 9 to 700 words, cut among threads anywhere (a thread's first and last side loops may be
     partial)."""
     core = native_engine.core()
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
-    before = dm.get_num_threads()
-    dm.set_num_threads(threads)
-    try:
+    with _threads(threads):
         rng = np.random.default_rng(width)
         data = random_array((2, 3, 2 * 7, width), np.dtype(dtype), rng)
         expected = ref.space_to_depth(data, mode, 2)
@@ -675,24 +679,19 @@ def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(monkeypatch, th
             dm.space_to_depth(data, mode, 2, out=out, engine="native")
             assert same_bits(out, expected), offset
             assert not written_outside(), offset
-    finally:
-        dm.set_num_threads(before)
 
 
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype, mode, width", [
     (np.float32, "depth_first", 48), (np.float32, "blocks_first", 48), (np.uint8, "depth_first", 192),
     (np.uint16, "blocks_first", 96), (np.float32, "depth_first", 3 * 37)])
-def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(monkeypatch, threads, dtype, mode, width):
+def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(streaming, threads, dtype, mode, width):
     """Streamed gathers whose output rows go on from each other on the loop just outside the tile (5-D
     SpaceToDepth with block 3: its rows over H) fill the L1 buffer from many tiles at once: they stream at
     every offset in a line, and write bit for bit the spec's result and nothing outside it, rows cut among
     threads anywhere."""
     core = native_engine.core()
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
-    before = dm.get_num_threads()
-    dm.set_num_threads(threads)
-    try:
+    with _threads(threads):
         rng = np.random.default_rng(width)
         data = random_array((2, 2, 6, 3 * 11, width), np.dtype(dtype), rng)
         expected = ref.space_to_depth(data, mode, 3)
@@ -706,8 +705,6 @@ def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(monkeypatch, th
             dm.space_to_depth(data, mode, 3, out=out, engine="native")
             assert same_bits(out, expected), offset
             assert not written_outside(), offset
-    finally:
-        dm.set_num_threads(before)
 
 
 def test_the_last_level_cache_comes_from_sysfs():
