@@ -92,6 +92,7 @@ struct Step {
     int64_t first, last;  // windows: the blocks wholly inside lo <= t < hi (set by parse: no division per tile)
     int64_t at[4];         // block tiles: the offsets of the B rows (set by parse: no division per tile)
     bool nt;               // in a streamed program: whether this step streams (set by streams)
+    bool reads_on;         // scatter windows of rows from 1 KiB: a tile's input rows go on where a later tile reads
 };
 
 // ------------------------------------------------------------------ stores
@@ -1023,6 +1024,12 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
     if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
         const char* in[B ? B : 1];
         for (int64_t j = 0; j < B; ++j) in[j] = reinterpret_cast<const char*>(src + a + j * s1);
+        // Input rows of 1 KiB or more that go on where a later tile reads (BatchToSpace: each image row by
+        // row): the next rows asked for before this row's stores. (Rows of 256 bytes, 5-D BatchToSpace
+        // with crops: 0.70x -> 0.79x the copy floor with the prefetch.)
+        Ahead ahead;
+        for (int64_t j = 0; j < B && st.reads_on; ++j) ahead.add(in[j] + n0 * sizeof(T), n0 * (int64_t)sizeof(T));
+        ahead.ask(ahead.lines);
         if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), std::max<int64_t>(lo, 0), std::min(hi, n0 * B))) return;
     }
     constexpr int64_t K = kChunkBytes / sizeof(T);  // positions per chunk: K / size blocks
@@ -1643,6 +1650,9 @@ bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* tot
         st.row_cost = std::max<int64_t>(1, st.l1.n * st.l0.n * st.word);
         st.first = st.last = 0;
         st.nt = false;
+        st.reads_on = false;
+        for (int k = 0; k < st.nouter && st.pattern == SCATTER_WINDOW && st.l0.s == 1 && st.l0.n * st.word >= 1024; ++k)
+            st.reads_on |= loops[k].s == st.l0.n;
         const bool tile = st.pattern == GATHER || st.pattern == SCATTER;  // the block tiles' row offsets
         const Rows<4> rows(tile ? (st.pattern == GATHER ? st.l1.d : st.l1.s) : 0, tile ? st.lo : 0, st.hi);
         std::copy(rows.at, rows.at + 4, st.at);
