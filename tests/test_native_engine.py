@@ -479,6 +479,35 @@ def test_forked_child_after_use():
     assert result.stdout.strip() == "0"
 
 
+def test_streamed_calls_from_a_thread_with_the_smallest_stack():
+    """Python lets a thread have a 32 KiB stack (threading.stack_size); the core's streamed tiles keep their
+    chunk buffers on the heap, one per thread, so a call from such a thread, which runs a part of the job
+    itself, does not overflow it (with up to 20 KiB of buffers a frame on the stack, it did)."""
+    code = (
+        "import threading, numpy as np, datamove as dm\n"
+        "from datamove.engines import native_engine\n"
+        "native_engine.core()\n"
+        "native_engine.STREAM_BYTES = 0\n"
+        "threading.stack_size(32768)\n"
+        "x = np.random.default_rng(0).random((2, 8, 64, 512)).astype(np.float32)\n"
+        "calls = [(dm.space_to_depth, ('blocks_first', 2)), (dm.depth_to_space, ('depth_first', 2)),\n"
+        "         (dm.space_to_batch, ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))),\n"
+        "         (dm.batch_to_space, ((1, 1, 1, 2), (0, 0, 0, 1), (0, 0, 0, 2)))]\n"
+        "ok = []\n"
+        "def work():\n"
+        "    for threads in (1, 2):\n"
+        "        dm.set_num_threads(threads)\n"
+        "        for op, args in calls:\n"
+        "            ok.append(np.array_equal(op(x, *args, engine='native'), op(x, *args, engine='numpy')))\n"
+        "thread = threading.Thread(target=work)\n"
+        "thread.start(); thread.join()\n"
+        "print(len(ok), all(ok))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["8", "True"]
+
+
 def test_num_threads_setting_and_environment():
     before = dm.get_num_threads()
     try:

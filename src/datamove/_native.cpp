@@ -93,6 +93,7 @@ struct Step {
     int64_t at[4];         // block tiles: the offsets of the B rows (set by parse: no division per tile)
     bool nt;               // in a streamed program: whether this step streams (set by streams)
     bool reads_on;         // scatter windows of rows from 1 KiB: a tile's input rows go on where a later tile reads
+    char* scratch;         // streamed: this thread's chunk buffer, kScratchBytes on a page (set by run_rows)
 };
 
 // ------------------------------------------------------------------ stores
@@ -804,6 +805,25 @@ inline int64_t first_chunk(const void* start, int64_t word, int64_t per, int64_t
 // whatever the arrays' own offsets; on a page, 0.9x in both.
 constexpr size_t kPage = 4096;
 
+// The streamed tiles' chunk buffers: the largest is B = 4 rows of kChunkBytes.
+constexpr size_t kScratchBytes = 4 * kChunkBytes;
+
+// Each thread's chunk buffer, on the heap, made on its first streamed call and freed when the thread
+// ends. On the stack (up to 20 KiB a frame), a call from a Python thread with the 32 KiB stack that
+// threading.stack_size allows overflowed it. Null when memory is short (the caller then stores plainly).
+struct Scratch {
+    void* raw = nullptr;
+    char* page = nullptr;
+    ~Scratch() { std::free(raw); }
+};
+
+inline char* scratch() {
+    static thread_local Scratch mine;
+    if (!mine.page && (mine.raw = std::malloc(kScratchBytes + kPage)) != nullptr)
+        mine.page = static_cast<char*>(mine.raw) + (kPage - reinterpret_cast<uintptr_t>(mine.raw) % kPage) % kPage;
+    return mine.page;
+}
+
 // Whether the loop just outside a step's tile continues its rows in dst (its dst stride is the row):
 // a streamed gather then takes a run of that loop's tiles at once (see gather).
 inline bool rows_go_on(const Step& st) {
@@ -857,12 +877,13 @@ inline void gather_window_part(const T* src, T* dst, int64_t a, int64_t b, int64
 // empties into it by turns, and without the prefetch the reads stopped while the stores ran.
 // `window`: the tiles are a gather window's (SpaceToBatch NCHW with pads), their padding written too.
 template <typename T, int B, bool NT>
-inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, int64_t runs = 1,
-                   int64_t step = 0, Loop side = Loop{1, 0, 0}, const Step* window = nullptr) {
+inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, char* scratch,
+                   int64_t runs = 1, int64_t step = 0, Loop side = Loop{1, 0, 0}, const Step* window = nullptr) {
     if (!NT && transpose4<T, B, NT>(src, dst, a, b, rows, n, true)) return;  // (streamed: 16-byte pieces never are)
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);  // (windows come here streamed only)
-    constexpr int64_t K = kChunkBytes / sizeof(T);
-    alignas(kPage) T buf[kJoinedStreams * K];  // side.n * B <= kJoinedStreams (side_joined)
+    // A chunk of K positions a row, side.n * B rows: the buffer of B rows of kChunkBytes shared among them
+    T* buf = reinterpret_cast<T*>(scratch);
+    const int64_t K = kChunkBytes / (int64_t)sizeof(T) / side.n;
     const Rows<B> packed(K);
     const int64_t total = n * runs;
     int64_t next = first_chunk(dst + b + rows.at[0], sizeof(T), 1, K, total);
@@ -953,7 +974,7 @@ inline bool scatter_direct(const char* const in[B], char* out, int64_t t0, int64
 }
 
 template <typename T, int B, bool NT>
-inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
+inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, char* scratch) {
     if (transpose4<T, B, NT>(src, dst, a, b, rows, n, false)) return;
     if (!NT) return scatter_rows<T, B>(src, dst, a, b, rows, n);
     if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
@@ -962,7 +983,7 @@ inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& r
         if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), 0, n * B)) return;
     }
     constexpr int64_t K = kChunkBytes / sizeof(T);
-    alignas(kPage) T buf[B * K];
+    T* buf = reinterpret_cast<T*>(scratch);  // B * K
     int64_t next = first_chunk(dst + b, sizeof(T), B, K, n);
     for (int64_t i0 = 0, k; i0 < n; i0 += k, next = K) {
         k = std::min(next, n - i0);
@@ -988,7 +1009,7 @@ inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step
     const int64_t first = st.first, last = st.last;
     if (!NT || !B || d0 != 1) return gather_window_part<T, B>(src, dst, a, b, d1, d0, size, 0, n0, first, last, lo, hi);
     constexpr int64_t K = kChunkBytes / sizeof(T);
-    alignas(kPage) T buf[(B ? B : 1) * K];
+    T* buf = reinterpret_cast<T*>(st.scratch);  // (B ? B : 1) * K
     int64_t next = first_chunk(dst + b, sizeof(T), 1, K, n0);
     for (int64_t i0 = 0, k; i0 < n0; i0 += k, next = K) {
         k = std::min(next, n0 - i0);
@@ -1034,7 +1055,7 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
     }
     constexpr int64_t K = kChunkBytes / sizeof(T);  // positions per chunk: K / size blocks
     constexpr int64_t KB = K / (B ? B : 1);
-    alignas(kPage) T buf[K];
+    T* buf = reinterpret_cast<T*>(st.scratch);  // K
     int64_t next = first_chunk(dst + b, sizeof(T), size, KB, n0);
     for (int64_t i0 = 0, k; i0 < n0; i0 += k, next = KB) {
         k = std::min(next, n0 - i0);
@@ -1177,9 +1198,9 @@ inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
             }
         }
     } else if (P == GATHER) {
-        gather<T, B, NT>(src, dst, a, b, Rows<B>(st.at), l0.n);
+        gather<T, B, NT>(src, dst, a, b, Rows<B>(st.at), l0.n, st.scratch);
     } else if (P == SCATTER) {
-        scatter<T, B, NT>(src, dst, a, b, Rows<B>(st.at), l0.n);
+        scatter<T, B, NT>(src, dst, a, b, Rows<B>(st.at), l0.n, st.scratch);
     } else if (P == GATHER_WINDOW) {
         gather_window<T, B, NT>(src, dst, a, b, st);
     } else if (P == SCATTER_WINDOW) {
@@ -1204,7 +1225,11 @@ template <typename T, int P, int B, bool NT>
 void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int64_t r1) {
     // A local copy: the tiles' stores (any type, and the build has -fno-strict-aliasing) cannot reach it,
     // so the compiler keeps its fields in registers instead of reloading them for every tile.
-    const Step st = step;
+    Step st = step;
+    if (NT) {
+        st.scratch = scratch();
+        if (!st.scratch) return run_rows<T, P, B, false>(step, src_base, dst_base, r0, r1);  // no memory: plain stores
+    }
     const T* src = reinterpret_cast<const T*>(src_base);
     T* dst = reinterpret_cast<T*>(dst_base);
     int64_t index[kMaxLoops];
@@ -1234,11 +1259,11 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
         if (runs > 1) run = inner.n;
         const bool sides = G && NT && side && run == inner.n;  // whole side loops: streamed as one
         if constexpr (G)
-            if (sides) gather<T, (B ? B : 2), NT>(src, dst, a, b, rows, st.l0.n, runs, next.s, inner, window);
+            if (sides) gather<T, (B ? B : 2), NT>(src, dst, a, b, rows, st.l0.n, st.scratch, runs, next.s, inner, window);
         for (int64_t q = 0; q < (sides ? 0 : runs); ++q) {
             if constexpr (G)
                 if (NT && joined) {  // the run's rows go on from each other: streamed as one
-                    gather<T, (B ? B : 2), NT>(src, dst, a + q * next.s, b + q * next.d, rows, st.l0.n, run, inner.s,
+                    gather<T, (B ? B : 2), NT>(src, dst, a + q * next.s, b + q * next.d, rows, st.l0.n, st.scratch, run, inner.s,
                                                Loop{1, 0, 0}, window);
                     continue;
                 }
@@ -1651,6 +1676,7 @@ bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* tot
         st.first = st.last = 0;
         st.nt = false;
         st.reads_on = false;
+        st.scratch = nullptr;
         for (int k = 0; k < st.nouter && st.pattern == SCATTER_WINDOW && st.l0.s == 1 && st.l0.n * st.word >= 1024; ++k)
             st.reads_on |= loops[k].s == st.l0.n;
         const bool tile = st.pattern == GATHER || st.pattern == SCATTER;  // the block tiles' row offsets
