@@ -799,10 +799,10 @@ inline int64_t first_chunk(const void* start, int64_t word, int64_t per, int64_t
     return chunk;
 }
 
-// A streamed tile's L1 chunk buffer starts on a page. Where the stack put it by chance, its stores could
-// match the tile's own spilled locals in the low 12 bits (a load then waits for the store: 4K
-// aliasing): BatchToSpace with crops ran 0.9x or 2.5x the copy floor from one build to the next,
-// whatever the arrays' own offsets; on a page, 0.9x in both.
+// A streamed tile's L1 chunk buffer starts on a page. Anywhere else (as on the stack, where it was
+// once), its stores could match the tile's own spilled locals in the low 12 bits (a load then waits for
+// the store: 4K aliasing): BatchToSpace with crops ran 0.9x or 2.5x the copy floor from one build to the
+// next, whatever the arrays' own offsets; on a page, 0.9x in both.
 constexpr size_t kPage = 4096;
 
 // The streamed tiles' chunk buffers: the largest is B = 4 rows of kChunkBytes.
