@@ -711,29 +711,50 @@ def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(streaming, thre
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("dtype, mode, width", [
-    (np.float32, "depth_first", 48), (np.float32, "blocks_first", 48), (np.uint8, "depth_first", 192),
-    (np.uint16, "blocks_first", 96), (np.float32, "depth_first", 3 * 37)])
-def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(streaming, threads, dtype, mode, width):
-    """Streamed gathers whose output rows go on from each other on the loop just outside the tile (5-D
-    SpaceToDepth with block 3: its rows over H) fill the L1 buffer from many tiles at once: they stream at
-    every offset in a line, and write bit for bit the spec's result and nothing outside it, rows cut among
-    threads anywhere."""
+@pytest.mark.parametrize("dtype, width", [
+    (np.float32, 48), (np.uint8, 192), (np.uint16, 96), (np.float32, 3 * 37), (np.float64, 48)])
+def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(streaming, threads, dtype, width):
+    """Streamed gathers whose output rows go on from each other on the loop just outside the tile (SpaceToDepth
+    blocks_first of a view into wider rows: its rows over C, which do not merge with the tile's) fill the L1
+    buffer from many tiles at once: they stream at every offset in a line, and write bit for bit the spec's
+    result and nothing outside it, rows cut among threads anywhere."""
     core = native_engine.core()
     with _threads(threads):
         rng = np.random.default_rng(width)
-        data = random_array((2, 2, 6, 3 * 11, width), np.dtype(dtype), rng)
-        expected = ref.space_to_depth(data, mode, 3)
-        plan = plans.space_to_depth(data.shape, expected.shape, mode, 3)
-        for offset, out, written_outside in _outs_at_offsets(expected, range(0, 64, 4)):
+        data = random_array((4, 33, width + 3), np.dtype(dtype), rng)[..., :width]
+        expected = ref.space_to_depth(data, "blocks_first", 3)
+        plan = plans.space_to_depth(data.shape, expected.shape, "blocks_first", 3)
+        for offset, out, written_outside in _outs_at_offsets(expected, range(0, 64, max(4, data.itemsize))):
             program = native_engine.program(plan, data, out)
             (pattern, _, block, loops), = _steps(program)
             assert (pattern, block) == (native_engine._PATTERNS["gather"], 3)  # a gather tile
             assert loops[-3][2] == loops[-1][0]  # the loop around it goes on where its rows stop
-            assert core.streams(program, native_engine._address(out)) == (width % 3 == 0 or offset == 0), offset
-            dm.space_to_depth(data, mode, 3, out=out, engine="native")
+            assert core.streams(program, native_engine._address(out)), offset
+            dm.space_to_depth(data, "blocks_first", 3, out=out, engine="native")
             assert same_bits(out, expected), offset
             assert not written_outside(), offset
+
+
+@pytest.mark.parametrize("mode", ["depth_first", "blocks_first"])
+def test_gather_loops_follow_the_input_past_too_many_side_rows(streaming, mode):
+    """5-D SpaceToDepth with block 3: the tile's three rows go on past the block's row loop, nine rows side
+    by side, more than the core joins. The loops still follow the input (read in order; moving the row loop
+    inside read 192-byte runs 576 bytes apart, 1.75-2.3x the copy floor), and off a line the program stores
+    plainly, on a line it streams; bit for bit either way."""
+    core = native_engine.core()
+    rng = np.random.default_rng(3)
+    data = random_array((2, 2, 6, 3 * 11, 48), np.dtype(np.float32), rng)
+    expected = ref.space_to_depth(data, mode, 3)
+    plan = plans.space_to_depth(data.shape, expected.shape, mode, 3)
+    for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
+        program = native_engine.program(plan, data, out)
+        (pattern, _, block, loops), = _steps(program)
+        assert (pattern, block) == (native_engine._PATTERNS["gather"], 3)
+        assert [abs(l[1]) for l in loops[:-2]] == sorted((abs(l[1]) for l in loops[:-2]), reverse=True)
+        assert core.streams(program, native_engine._address(out)) == (offset == 0), offset
+        dm.space_to_depth(data, mode, 3, out=out, engine="native")
+        assert same_bits(out, expected), offset
+        assert not written_outside(), offset
 
 
 def test_the_last_level_cache_comes_from_sysfs():
@@ -959,28 +980,28 @@ def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
             assert same_bits(out, expected)
 
 
-def test_the_loop_that_continues_gather_rows_goes_inward_when_its_input_fits_in_l1():
-    """5-D SpaceToDepth depth_first with block 3: the tile writes 16-float rows; the loop that continues them
-    (output stride 16) goes inside the block loop (3 streams, not 9) since the input it passes is 9 KiB;
-    the 4-D blocks_first case keeps the input order (the loop it would pass covers whole images)."""
+def test_gather_loops_follow_the_input():
+    """Around a gather tile the loops follow the input, read in order, also where the loop that continues the
+    tile's rows lies further out: 5-D SpaceToDepth depth_first with block 3 (the block's row loop inside the
+    rows' loop over H; moved inside it, each 9 KiB of input was read in three passes of 192-byte runs, 1.75-2.3x
+    the copy floor against 1.0-1.3x), 4-D blocks_first, and SpaceToBatch uint8 4 x 4 (a gather window)."""
     data = np.zeros((2, 8, 24, 48, 48), np.float32)
     plan = plans.space_to_depth(data.shape, (2, 216, 8, 16, 16), "depth_first", 3)
     nest = lower(data, np.zeros(plan.out_shape, np.float32), *plan.copies[0])
     assert (nest.pattern, nest.block) == ("gather", 3)
-    assert nest.loops[-3] == (16, 144, 16) and nest.loops[-4] == (3, 48, 6144)
+    assert nest.loops[-3] == (3, 48, 6144) and nest.loops[-4] == (16, 144, 16)
     data = np.zeros((2, 64, 256, 256), np.float32)
     plan = plans.space_to_depth(data.shape, (2, 256, 128, 128), "blocks_first", 2)
     nest = lower(data, np.zeros(plan.out_shape, np.float32), *plan.copies[0])
     assert nest.loops[-3] == (2, 256, 2 * 128 * 128 * 64)  # block rows innermost, as the input runs
-    # SpaceToBatch uint8 4 x 4 (a gather window, 16 streams): moved while the input it covers fits in 16 KiB
     from datamove.engines.strided import lower_window
 
-    for height, moved in ((64, True), (256, False)):
+    for height in (64, 256):
         data = np.zeros((1, 1, height, 256), np.uint8)
         args = ((1, 1, 4, 4), (0,) * 4, (0,) * 4)
         plan = plans.space_to_batch(data.shape, (16, 1, height // 4, 64), *args)
         nest = lower_window(data, np.zeros(plan.out_shape, np.uint8), plan.windows[0])
-        assert (nest.loops[-3] == (height // 4, 1024, 64)) == moved, nest.loops
+        assert nest.loops[-3] == (4, 256, 4 * height // 4 * 64), nest.loops
 
 
 def test_large_results_start_on_a_cache_line():

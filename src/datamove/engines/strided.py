@@ -105,39 +105,7 @@ def _word(loops: Sequence[Sequence[int]], offsets: Sequence[int], innermost_run:
     return 1
 
 
-#: Bytes of input a gather tile's loops may reread from L1 when a loop that continues its output rows
-#: moves inward (see :func:`_joined`).
-JOIN_FOOTPRINT = 16 << 10
-
-
-#: Output streams a thread writes side by side and still joins each one's partial lines (as
-#: ``kJoinedStreams`` in ``_native.cpp``).
-JOINED_STREAMS = 8
-
-
-def _joined(rest: List[List[int]], n: int, rows: int, word: int) -> List[List[int]]:
-    """``rest`` (outermost first) with the loop that continues a gather tile's ``rows`` output rows of
-    ``n`` words moved innermost, when the loops it passes make more than ``JOINED_STREAMS`` streams and
-    the input it and they cover fits in L1 (reread from there).
-
-    A tile's rows go on where they stopped only on that loop; with others inside it the tile writes
-    several rows side by side (5-D SpaceToDepth depth_first with block 3: nine 64-byte streams), and
-    streaming stores leave each one's partial lines waiting. Moved: 1.27x -> 1.07x the copy floor at
-    NumPy's 16-byte offset into a line. (Cut into strips when the loop covers more than L1, as
-    SpaceToBatch uint8 with a 4 x 4 block would need, the streams stay many: 1.24x -> 2.60x.)
-    """
-    for k, loop in enumerate(rest[:-1]):
-        if loop[2] != n:
-            continue
-        passed = rest[k + 1:]
-        if rows * math.prod(l[0] for l in passed) > JOINED_STREAMS and \
-                max(l[0] * abs(l[1]) for l in [loop] + passed) * word <= JOIN_FOOTPRINT:
-            return rest[:k] + passed + [loop]
-        break
-    return rest
-
-
-def schedule(loops: List[List[int]], fill: bool = False, word: int = 1) -> Tuple[str, int, List[List[int]]]:
+def schedule(loops: List[List[int]], fill: bool = False) -> Tuple[str, int, List[List[int]]]:
     """Order the loops (outermost first) and name the inner tile's pattern.
 
     Loops are ``[count, src_stride, dst_stride]`` in words; a fill has src
@@ -147,9 +115,9 @@ def schedule(loops: List[List[int]], fill: bool = False, word: int = 1) -> Tuple
       stride 1 and a loop ``i`` with src stride ``B`` and dst stride 1, so the
       tile reads ``B * n_i`` contiguous words and writes ``B`` contiguous rows
       (SpaceToDepth's and SpaceToBatch's innermost block). Loop 0 is ``i``,
-      loop 1 is ``j``; the other loops follow the input, so it is read in order,
-      except the loop that continues the output rows, which goes innermost when
-      the input it passes fits in L1 (``word``: bytes per word).
+      loop 1 is ``j``; the other loops follow the input, so it is read in order
+      (where the output rows go on past a block loop, the core joins them; see
+      ``side_joined`` in ``_native.cpp``).
     * ``"scatter"``, block ``B``: the mirror image (DepthToSpace, BatchToSpace);
       the other loops follow the output, so it is written in order.
     * ``"gather2"`` / ``"scatter2"``, block ``B``: the same tiles with the
@@ -183,7 +151,7 @@ def schedule(loops: List[List[int]], fill: bool = False, word: int = 1) -> Tuple
                         continue
                     if j[1] == 1 and i[1] == b and i[2] == 1:
                         rest = [l for l in loops if l is not i and l is not j]
-                        found.append((i[0], "gather", b, _joined(following(1, rest), i[0], b, word) + [j, i]))
+                        found.append((i[0], "gather", b, following(1, rest) + [j, i]))
                     if j[2] == 1 and i[2] == b and i[1] == 1:
                         rest = [l for l in loops if l is not i and l is not j]
                         found.append((i[0] * b, "scatter", b, following(2, rest) + [j, i]))
@@ -244,7 +212,7 @@ def _finish(loops: List[List[int]], starts: Sequence[int], addresses: Sequence[i
                 words.append([run // word, 0 if fill else 1, 1])
         else:
             words.append([l[0]] + [s // word for s in l[1:]])
-    return word, schedule(words, fill, word)
+    return word, schedule(words, fill)
 
 
 def lower(src_array: np.ndarray, dst_array: np.ndarray, src: View, dst: View, aligned: bool = True,
@@ -315,8 +283,6 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     rest = _merge(words[:-2])
     side = 1 if window.space == "src" else 2  # follow the contiguous space side
     rest = sorted(rest, key=lambda l: (abs(l[side]), abs(l[3 - side])), reverse=True)
-    if window.space == "src" and blocks[2] == 1:  # a gather window's rows: blocks[0] positions each
-        rest = _joined(rest, blocks[0], offsets[0], itemsize)
     pattern = "gather_window" if window.space == "src" else "scatter_window"
     block = offsets[0] if offsets[0] in BLOCKS else 0
     nest = cast("Tuple[Loop, ...]", tuple(map(tuple, rest + [offsets, blocks])))
