@@ -980,6 +980,30 @@ def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
             assert same_bits(out, expected)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("op, shape, args", [
+    ("space_to_batch", (120, 4, 22, 46), ((1, 1, 4, 4), (0, 0, 1, 1), (0, 0, 1, 1))),  # windows and pad fills
+    ("space_to_batch", (80, 3, 61, 30), ((1, 1, 3, 3), (0, 0, 2, 0), (0, 0, 0, 3))),
+    ("batch_to_space", (504, 8, 8, 16), ((1, 1, 3, 3), (0, 0, 1, 2), (0, 0, 2, 1))),  # crop windows
+])
+def test_programs_of_several_steps_run_in_bands(op, shape, args, threads):
+    """A program of several steps (windows, the fills of their padding) runs in bands of about 256 KiB of
+    output, each band taking its share of every step in turn: outputs of 1.5-2.3 MiB make several bands a
+    part, cut anywhere in the steps' rows, at every thread count; bit for bit the spec's result and nothing
+    written outside the output."""
+    rng = np.random.default_rng(len(shape) + shape[0])
+    data = random_array(shape, np.dtype(np.float32), rng)
+    expected = getattr(ref, op)(data, *args)
+    assert expected.nbytes >= 2 * 3 * (256 << 10)  # two bands a part or more
+    plan = getattr(plans, op)(data.shape, expected.shape, *args)
+    with _threads(threads):
+        for offset, out, written_outside in _outs_at_offsets(expected, (0, 4, 16)):
+            assert len(_steps(native_engine.program(plan, data, out))) > 1
+            getattr(dm, op)(data, *args, out=out, engine="native")
+            assert same_bits(out, expected), offset
+            assert not written_outside(), offset
+
+
 def test_gather_loops_follow_the_input():
     """Around a gather tile the loops follow the input, read in order, also where the loop that continues the
     tile's rows lies further out: 5-D SpaceToDepth depth_first with block 3 (the block's row loop inside the
