@@ -577,14 +577,14 @@ def test_malformed_programs_are_refused():
 def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
     """Streaming stores only where every piece streams whole (4-byte aligned, 4-byte multiples: no plain
     head or tail in a line; a gather tile's rows on a line, unless they go on from each other past at most
-    kSideRows rows), and then bit for bit what plain stores write, windows included."""
+    kJoinedStreams rows), and then bit for bit what plain stores write, windows included."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(7)
     words = 1024 // np.dtype(dtype).itemsize  # output rows of 1 KiB
     cases = [  # (op, input, args, streams when the output is 16-byte aligned)
         ("space_to_depth", (2, 3, 8, 2 * words), ("blocks_first", 2), True),  # 2 x 2 rows go on: side_joined
-        ("space_to_depth", (2, 3, 8, 4 * words), ("blocks_first", 4), True),  # 4 x 4 rows: side_joined too
+        ("space_to_depth", (2, 3, 8, 4 * words), ("blocks_first", 4), True),  # 4 x 4 rows: too many to join
         ("space_to_batch", (2, 3, 6, 2 * words - 2), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), True),  # gather windows
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 4]), True),  # scatter windows
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 3]),
@@ -601,8 +601,10 @@ def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
             plan = getattr(plans, op)(data.shape, expected.shape, *[tuple(a) if isinstance(a, list) else a for a in args])
             program = native_engine.program(plan, data, out)
             # a gather's rows stream from anywhere when they go on from each other (put_lines stores their
-            # partial end lines plainly); the others from 4-byte aligned starts
-            aligned = True if op == "space_to_depth" else offset * np.dtype(dtype).itemsize % 4 == 0
+            # partial end lines plainly), and only from a line when not (SpaceToDepth's with block 4); the
+            # others from 4-byte aligned starts
+            aligned = (offset == 0 if args[1:] == (4,) else True) if op == "space_to_depth" \
+                else offset * np.dtype(dtype).itemsize % 4 == 0
             assert core.streams(program, native_engine._address(out)) == (whole and aligned), (op, args, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op, args, offset)
@@ -733,36 +735,26 @@ def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(streaming, thre
             assert not written_outside(), offset
 
 
-@pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("shape, mode, block, joined", [
-    ((2, 2, 6, 3 * 11, 48), "depth_first", 3, False),  # 5-D: nine 64-byte rows past the block's row loop
-    ((2, 2, 6, 3 * 11, 48), "blocks_first", 3, False),
-    ((2, 2, 3 * 8, 3 * 96), "blocks_first", 3, True),  # nine 384-byte rows, runs of 768: chunks of 336 words
-    ((2, 3, 4 * 5, 4 * 100), "depth_first", 4, True),  # sixteen 400-byte rows
-])
-def test_gather_rows_past_the_block_row_loop_join_by_their_length(streaming, threads, shape, mode, block, joined):
-    """SpaceToDepth with block 3 or 4: the tile's rows go on past the block's row loop, 9 or 16 rows, which a
-    streamed gather buffers side by side when they are 256 bytes or longer (side_joined: kSideRows, chunks in
-    whole lines) and then streams at any offset into a line; shorter ones stream only from a line, tile by
-    tile. The loops follow the input either way (moving the row loop inside, as the lowering once did, read
-    192-byte runs 576 bytes apart: 1.75-2.3x the copy floor against 1.0-1.3x). Bit for bit, nothing written
-    outside."""
+@pytest.mark.parametrize("mode", ["depth_first", "blocks_first"])
+def test_gather_loops_follow_the_input_past_too_many_side_rows(streaming, mode):
+    """5-D SpaceToDepth with block 3: the tile's three rows go on past the block's row loop, nine rows side
+    by side, more than the core joins. The loops still follow the input (read in order; moving the row loop
+    inside read 192-byte runs 576 bytes apart, 1.75-2.3x the copy floor), and off a line the program stores
+    plainly, on a line it streams; bit for bit either way."""
     core = native_engine.core()
-    rng = np.random.default_rng(block + len(shape))
-    data = random_array(shape, np.dtype(np.float32), rng)
-    expected = ref.space_to_depth(data, mode, block)
-    plan = plans.space_to_depth(data.shape, expected.shape, mode, block)
-    with _threads(threads):
-        for offset, out, written_outside in _outs_at_offsets(expected, (0, 4, 16, 36)):
-            program = native_engine.program(plan, data, out)
-            (pattern, _, tile_block, loops), = _steps(program)
-            assert (pattern, tile_block) == (native_engine._PATTERNS["gather"], block)
-            assert [abs(l[1]) for l in loops[:-2]] == sorted((abs(l[1]) for l in loops[:-2]), reverse=True)
-            assert loops[-4][2] == loops[-1][0] and loops[-3][0] * block > 8  # rows go on past one loop
-            assert core.streams(program, native_engine._address(out)) == (joined or offset == 0), offset
-            dm.space_to_depth(data, mode, block, out=out, engine="native")
-            assert same_bits(out, expected), offset
-            assert not written_outside(), offset
+    rng = np.random.default_rng(3)
+    data = random_array((2, 2, 6, 3 * 11, 48), np.dtype(np.float32), rng)
+    expected = ref.space_to_depth(data, mode, 3)
+    plan = plans.space_to_depth(data.shape, expected.shape, mode, 3)
+    for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
+        program = native_engine.program(plan, data, out)
+        (pattern, _, block, loops), = _steps(program)
+        assert (pattern, block) == (native_engine._PATTERNS["gather"], 3)
+        assert [abs(l[1]) for l in loops[:-2]] == sorted((abs(l[1]) for l in loops[:-2]), reverse=True)
+        assert core.streams(program, native_engine._address(out)) == (offset == 0), offset
+        dm.space_to_depth(data, mode, 3, out=out, engine="native")
+        assert same_bits(out, expected), offset
+        assert not written_outside(), offset
 
 
 def test_the_last_level_cache_comes_from_sysfs():
@@ -967,15 +959,15 @@ def test_channels_last_pixels_of_a_few_channels(monkeypatch, stream):
 
 def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
     """Streaming stores where few partial lines are left alone: SpaceToBatch uint8 with a 4 x 4 block writes 16
-    streams of 64-byte pieces, too short to be joined side by side (kSideRowBytes), which stream when the
-    output starts on a line and not 16 bytes into one (each piece's partial lines would wait for the other 15
-    streams); 1 KiB rows stream at either offset, 16 of them joined (4 x 4), 32 not (8 x 4)."""
+    streams of 64-byte pieces, which stream when the output starts on a line and not 16 bytes into one (each
+    piece's partial lines would wait for the other 15 streams: the input the loop that continues them
+    covers, 64 KiB, is more than the 16 KiB it may move inward over); 1 KiB rows stream at either offset."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(1)
-    for block, width, on_line_only in ((4, 256, True), (4, 4096, False), (8, 4096, False)):
+    for width, on_line_only in ((256, True), (4096, False)):
         data = random_array((2, 2, 64, width), np.dtype(np.uint8), rng)
-        args = ([1, 1, block, 4], [0] * 4, [0] * 4)
+        args = ([1, 1, 4, 4], [0] * 4, [0] * 4)
         expected = ref.space_to_batch(data, *args)
         plan = plans.space_to_batch(data.shape, expected.shape, *(tuple(a) for a in args))
         for offset in (0, 16):
@@ -983,10 +975,9 @@ def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
             start = -raw.__array_interface__["data"][0] % 64 + offset
             out = raw[start: start + expected.size].reshape(expected.shape)
             streams = core.streams(native_engine.program(plan, data, out), native_engine._address(out))
-            assert streams == (offset == 0 or not on_line_only), (block, width, offset)
+            assert streams == (offset == 0 or not on_line_only), (width, offset)
             dm.space_to_batch(data, *args, out=out, engine="native")
             assert same_bits(out, expected)
-            assert not raw[:start].any() and not raw[start + expected.size:].any()
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -107,13 +107,6 @@ struct Step {
 constexpr int64_t kLine = 64;
 // Streams a thread may write side by side, each a line at a time, and still join each one's partial lines.
 constexpr int64_t kJoinedStreams = 8;
-// Rows a streamed gather buffers side by side (side_joined): each takes kGatherChunkBytes / side.n of the
-// B rows' buffer, in whole lines, and streams in runs of that. More than kJoinedStreams only for tiles'
-// rows of kSideRowBytes or more: 5-D SpaceToDepth with block 3 (nine 64-byte rows a tile) went 0.85-1.02x
-// -> 1.18-1.19x the copy floor joined, SpaceToDepth with block 4 (sixteen 256-byte rows) 0.85-1.03x ->
-// 0.64-0.90x (same process, in turns, 11 rounds, np.empty and on a line).
-constexpr int64_t kSideRows = 16;
-constexpr int64_t kSideRowBytes = 256;
 
 // Four bytes at d (4-byte aligned) around the cache.
 inline void stream4(char* d, const char* s) {
@@ -850,18 +843,13 @@ inline bool runs_of_windows(const Step& st) {
 }
 
 // Whether the rows go on one loop further out, past a `side` loop whose tiles' rows a streamed gather
-// buffers side by side (at most kJoinedStreams rows in all, or kSideRows of kSideRowBytes or more):
-// SpaceToDepth NCHW, whose block row offset lies between the tile and the loop over rows (a 4 x 4 block:
-// 16 rows). Tile by tile, each output row's
-// partial end line waited for the other rows' stores (NumPy's own out=, 16 bytes into a line: so that
-// program stored plainly). Same process, in turns, into np.empty / on a line, 128 MiB: SpaceToDepth
-// depth_first b4 0.87-0.97x -> 0.67-0.74x the copy floor, blocks_first b3 0.78-0.91x -> 0.59-0.77x,
-// SpaceToBatch float64 with a 3 x 3 block and pads 1.05-1.23x -> 0.96-1.10x (up to 8 rows before).
+// buffers side by side (at most kJoinedStreams rows in all): SpaceToDepth NCHW, whose block row offset
+// lies between the tile and the loop over rows. Tile by tile, each output row's partial end line waited
+// for the other rows' stores (NumPy's own out=, 16 bytes into a line: so that program stored plainly).
 inline bool side_joined(const Step& st) {
     const int last = st.nouter - 1;
     return last >= 1 && (st.pattern == GATHER || runs_of_windows(st)) && !rows_go_on(st) &&
-           st.outer[last - 1].d == st.l0.n &&
-           st.outer[last].n * st.block <= (st.l0.n * st.word >= kSideRowBytes ? kSideRows : kJoinedStreams);
+           st.outer[last - 1].d == st.l0.n && st.outer[last].n * st.block <= kJoinedStreams;
 }
 
 // Blocks [i0, i1) of a gather window into rows dst + b + j * d1, positions i * d0.
@@ -901,10 +889,7 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);  // (windows come here streamed only)
     // A chunk of K positions a row, side.n * B rows: the buffer of B rows of kGatherChunkBytes shared among them
     T* buf = reinterpret_cast<T*>(scratch);
-    // (whole lines, so that every chunk after the first starts on one: cut anywhere, as side.n = 3 did,
-    // each chunk's two end lines were stored plainly, half of them split with the next chunk)
-    constexpr int64_t kLineWords = sizeof(T) < kLine ? kLine / (int64_t)sizeof(T) : 1;
-    const int64_t K = kGatherChunkBytes / (int64_t)sizeof(T) / side.n / kLineWords * kLineWords;
+    const int64_t K = kGatherChunkBytes / (int64_t)sizeof(T) / side.n;
     const Rows<B> packed(K);
     const int64_t total = n * runs;
     int64_t next = first_chunk(dst + b + rows.at[0], sizeof(T), 1, K, total);
@@ -1462,8 +1447,6 @@ inline double lone_partial_lines(const Step& st, const char* dst) {
     const int64_t joined = streams_until_joined(st);
     Pieces p;
     if ((joined >= 1 && joined <= kJoinedStreams) || !pieces_of(st, &p)) return 0;
-    // gathers taken a run at a time (up to kSideRows rows side by side): only the runs' ends are partial
-    if ((st.pattern == GATHER || runs_of_windows(st)) && (rows_go_on(st) || side_joined(st))) return 0;
     int per_piece = 2;
     if (strides_divide(st, p, kLine)) {
         const uintptr_t at = reinterpret_cast<uintptr_t>(dst + p.start * st.word);
