@@ -1004,6 +1004,27 @@ def test_programs_of_several_steps_run_in_bands(op, shape, args, threads):
             assert not written_outside(), offset
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
+@pytest.mark.parametrize("block", [2, 3, 4])
+def test_plain_scatter_windows_every_crop(dtype, block):
+    """BatchToSpace with crops on W, stored plainly (scatter_window_run): every crop of up to two blocks and
+    a word at either end of rows 1-13 blocks wide, so the rows have no whole group, one, several, and
+    several and an overlapping one, with single words before and after; two rows per tile loop and two
+    outer loops (H and the block on H); bit for bit the spec's result, nothing outside the output."""
+    rng = np.random.default_rng(block)
+    for width in (1, 2, 3, 4, 5, 8, 9, 13):
+        data = random_array((2 * block * 2, 3, 2, width), np.dtype(dtype), rng)
+        span = block * width
+        for begin in range(min(span, 2 * block + 2)):
+            for end in range(min(span - begin, 2 * block + 2)):
+                args = ((1, 1, 2, block), (0, 0, 1, begin), (0, 0, 0, end))
+                expected = ref.batch_to_space(data, *args)
+                for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (begin % 2))):
+                    dm.batch_to_space(data, *args, out=out, engine="native")
+                    assert same_bits(out, expected), (width, begin, end, offset)
+                    assert not written_outside(), (width, begin, end, offset)
+
+
 def test_gather_loops_follow_the_input():
     """Around a gather tile the loops follow the input, read in order, also where the loop that continues the
     tile's rows lies further out: 5-D SpaceToDepth depth_first with block 3 (the block's row loop inside the
