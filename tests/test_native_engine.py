@@ -1025,6 +1025,26 @@ def test_plain_scatter_windows_every_crop(dtype, block):
                     assert not written_outside(), (width, begin, end, offset)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
+@pytest.mark.parametrize("block", [2, 3, 4])
+@pytest.mark.parametrize("mode", ["blocks_first", "depth_first"])
+def test_plain_gathers_every_short_length(dtype, block, mode):
+    """SpaceToDepth stored plainly (gather_run): tiles of 1-13 positions, so shorter than a 16-byte group,
+    a whole number of groups, and groups with an overlapping last one; channels first and last (whose
+    depth_first rows come in groups); bit for bit the spec's result, nothing outside the output."""
+    rng = np.random.default_rng(block)
+    for width in range(1, 14):
+        for layout in ("nchw", "nhwc"):
+            data = random_array((3, 2, 2 * block, block * width), np.dtype(dtype), rng)
+            if layout == "nhwc":
+                data = np.ascontiguousarray(data.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+            expected = ref.space_to_depth(data, mode, block)
+            for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (width % 2))):
+                dm.space_to_depth(data, mode, block, out=out, engine="native")
+                assert same_bits(out, expected), (width, layout, offset)
+                assert not written_outside(), (width, layout, offset)
+
+
 def test_gather_loops_follow_the_input():
     """Around a gather tile the loops follow the input, read in order, also where the loop that continues the
     tile's rows lies further out: 5-D SpaceToDepth depth_first with block 3 (the block's row loop inside the
