@@ -1045,6 +1045,29 @@ def test_plain_gathers_every_short_length(dtype, block, mode):
                 assert not written_outside(), (width, layout, offset)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
+@pytest.mark.parametrize("block", [2, 3, 4])
+def test_plain_gather_windows_every_pad(dtype, block):
+    """SpaceToBatch with pads on W, stored plainly (gather_window_run): every pad of up to two blocks and a
+    word at either end of rows 1-13 blocks wide (padded), so that the blocks wholly inside are none, fewer
+    than a group, a group, several and an overlapping one, and pads wide enough that the edge words
+    overflow the run's lists; bit for bit the spec's result, nothing outside the output."""
+    rng = np.random.default_rng(block)
+    for width in (1, 2, 3, 4, 5, 8, 9, 13, 40):
+        span = block * width
+        pads = [(b, e) for b in range(min(span, 2 * block + 2)) for e in range(min(span - b, 2 * block + 2))]
+        pads += [(span // 2, span - span // 2 - 1)] if width == 40 else []  # 60-80 edge words a row
+        for begin, end in pads:
+            data = random_array((2, 3, 2 * 2, span - begin - end), np.dtype(dtype), rng)
+            args = ((1, 1, 2, block), (0, 0, 0, begin), (0, 0, 0, end))
+            expected = ref.space_to_batch(data, *args)
+            for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (begin % 2))):
+                out[...] = 1  # the padding's zeros are written, not left
+                dm.space_to_batch(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), (width, begin, end, offset)
+                assert not written_outside(), (width, begin, end, offset)
+
+
 def test_gather_loops_follow_the_input():
     """Around a gather tile the loops follow the input, read in order, also where the loop that continues the
     tile's rows lies further out: 5-D SpaceToDepth depth_first with block 3 (the block's row loop inside the
