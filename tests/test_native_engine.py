@@ -1007,7 +1007,7 @@ def test_programs_of_several_steps_run_in_bands(op, shape, args, threads):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
 @pytest.mark.parametrize("block", [2, 3, 4])
 def test_plain_scatter_windows_every_crop(dtype, block):
-    """BatchToSpace with crops on W, stored plainly (scatter_window_run): every crop of up to two blocks and
+    """BatchToSpace with crops on W, stored plainly (scatter_rows_run): every crop of up to two blocks and
     a word at either end of rows 1-13 blocks wide, so the rows have no whole group, one, several, and
     several and an overlapping one, with single words before and after; two rows per tile loop and two
     outer loops (H and the block on H); bit for bit the spec's result, nothing outside the output."""
@@ -1066,6 +1066,34 @@ def test_plain_gather_windows_every_pad(dtype, block):
                 dm.space_to_batch(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (width, begin, end, offset)
                 assert not written_outside(), (width, begin, end, offset)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
+@pytest.mark.parametrize("block", [2, 3, 4])
+@pytest.mark.parametrize("mode", ["blocks_first", "depth_first"])
+def test_plain_scatters_every_short_length(dtype, block, mode):
+    """DepthToSpace stored plainly (scatter_rows_run, scatter_run): tiles of 1-13 positions from channels
+    first and last; SpaceToDepth channels-last to channels-last, whose depth_first scatter rows come in
+    groups; bit for bit the spec's result, nothing outside the output."""
+    rng = np.random.default_rng(block)
+    for width in range(1, 14):
+        for layout in ("nchw", "nhwc"):
+            data = random_array((3, 2 * block * block, 2, width), np.dtype(dtype), rng)
+            if layout == "nhwc":
+                data = np.ascontiguousarray(data.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+            expected = ref.depth_to_space(data, mode, block)
+            for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (width % 2))):
+                dm.depth_to_space(data, mode, block, out=out, engine="native")
+                assert same_bits(out, expected), (width, layout, offset)
+                assert not written_outside(), (width, layout, offset)
+            # SpaceToDepth channels-last to channels-last: scatter tiles whose depth_first rows come in groups
+            data = random_array((3, 2, 2 * block, block * width), np.dtype(dtype), rng)
+            data = np.ascontiguousarray(data.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+            expected = np.ascontiguousarray(ref.space_to_depth(data, mode, block).transpose(0, 2, 3, 1))
+            for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (width % 2))):
+                dm.space_to_depth(data, mode, block, out=out.transpose(0, 3, 1, 2), engine="native")
+                assert same_bits(out, expected), (width, "nhwc out", offset)
+                assert not written_outside(), (width, "nhwc out", offset)
 
 
 def test_gather_loops_follow_the_input():
