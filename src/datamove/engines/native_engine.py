@@ -172,7 +172,7 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     if out.size == 0:
         return out
     native = _native or core()
-    addresses = (_address(data), _address(out))
+    addresses = (native.lowest(data), native.lowest(out))  # strided._address's, in a tenth of the time
     native.run(program(plan, data, out, addresses), *addresses, threads.get_num_threads(),
                out.nbytes >= (STREAM_BYTES or 0))
     return out
