@@ -1096,6 +1096,24 @@ def test_plain_scatters_every_short_length(dtype, block, mode):
                 assert not written_outside(), (width, "nhwc out", offset)
 
 
+def test_the_cores_lowest_address_is_the_lowering_s():
+    """_native.lowest (the buffer protocol, no format) gives strided._address for any dtype and layout: negative
+    and zero strides, zero-size, read-only, and dtypes with no buffer format; a non-array is a TypeError."""
+    from datamove.engines.strided import _address
+
+    core = native_engine.core()
+    read_only = np.arange(6.0)
+    read_only.flags.writeable = False
+    arrays = [np.ones((3, 4, 5), np.float32), np.ones((3, 4, 5), np.float32)[::-1, :, ::-2], np.zeros(5, "V3"),
+              np.zeros((2, 3), "M8[s]"), np.zeros((2, 3), ml_dtypes.bfloat16)[:, ::-1], np.zeros(3, "U3")[::-1],
+              np.zeros(4, [("a", "i4"), ("b", "f8")]), np.zeros((0, 3))[:, ::-1], np.broadcast_to(np.ones(3), (4, 3)),
+              np.ones((2, 2), bool).T[::-1], np.zeros((2, 3), ml_dtypes.float8_e4m3fn)[::-1], read_only[::-1]]
+    for array in arrays:
+        assert core.lowest(array) == _address(array), (array.dtype, array.strides)
+    with pytest.raises(TypeError):
+        core.lowest([1, 2])
+
+
 def test_gather_loops_follow_the_input():
     """Around a gather tile the loops follow the input, read in order, also where the loop that continues the
     tile's rows lies further out: 5-D SpaceToDepth depth_first with block 3 (the block's row loop inside the
