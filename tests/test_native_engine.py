@@ -1004,6 +1004,18 @@ def test_programs_of_several_steps_run_in_bands(op, shape, args, threads):
             assert not written_outside(), offset
 
 
+def _check_at_offsets(call, expected, offsets, where, prefill=None):
+    """``call(out)`` into ``out=`` arrays at each of ``offsets`` bytes into a line (``_outs_at_offsets``; first
+    filled with ``prefill`` when given, so what must be written is): bit for bit ``expected``, nothing
+    written outside. ``where`` names the case in a failure."""
+    for offset, out, written_outside in _outs_at_offsets(expected, offsets):
+        if prefill is not None:
+            out[...] = prefill
+        call(out)
+        assert same_bits(out, expected), (*where, offset)
+        assert not written_outside(), (*where, offset)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
 @pytest.mark.parametrize("block", [2, 3, 4])
 def test_plain_scatter_windows_every_crop(dtype, block):
@@ -1018,11 +1030,8 @@ def test_plain_scatter_windows_every_crop(dtype, block):
         for begin in range(min(span, 2 * block + 2)):
             for end in range(min(span - begin, 2 * block + 2)):
                 args = ((1, 1, 2, block), (0, 0, 1, begin), (0, 0, 0, end))
-                expected = ref.batch_to_space(data, *args)
-                for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (begin % 2))):
-                    dm.batch_to_space(data, *args, out=out, engine="native")
-                    assert same_bits(out, expected), (width, begin, end, offset)
-                    assert not written_outside(), (width, begin, end, offset)
+                _check_at_offsets(lambda out: dm.batch_to_space(data, *args, out=out, engine="native"),
+                                  ref.batch_to_space(data, *args), (0, 4 + 8 * (begin % 2)), (width, begin, end))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
@@ -1038,11 +1047,8 @@ def test_plain_gathers_every_short_length(dtype, block, mode):
             data = random_array((3, 2, 2 * block, block * width), np.dtype(dtype), rng)
             if layout == "nhwc":
                 data = np.ascontiguousarray(data.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-            expected = ref.space_to_depth(data, mode, block)
-            for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (width % 2))):
-                dm.space_to_depth(data, mode, block, out=out, engine="native")
-                assert same_bits(out, expected), (width, layout, offset)
-                assert not written_outside(), (width, layout, offset)
+            _check_at_offsets(lambda out: dm.space_to_depth(data, mode, block, out=out, engine="native"),
+                              ref.space_to_depth(data, mode, block), (0, 4 + 8 * (width % 2)), (width, layout))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
@@ -1060,12 +1066,9 @@ def test_plain_gather_windows_every_pad(dtype, block):
         for begin, end in pads:
             data = random_array((2, 3, 2 * 2, span - begin - end), np.dtype(dtype), rng)
             args = ((1, 1, 2, block), (0, 0, 0, begin), (0, 0, 0, end))
-            expected = ref.space_to_batch(data, *args)
-            for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (begin % 2))):
-                out[...] = 1  # the padding's zeros are written, not left
-                dm.space_to_batch(data, *args, out=out, engine="native")
-                assert same_bits(out, expected), (width, begin, end, offset)
-                assert not written_outside(), (width, begin, end, offset)
+            _check_at_offsets(lambda out: dm.space_to_batch(data, *args, out=out, engine="native"),
+                              ref.space_to_batch(data, *args), (0, 4 + 8 * (begin % 2)), (width, begin, end),
+                              prefill=1)  # the padding's zeros are written, not left
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
@@ -1081,19 +1084,15 @@ def test_plain_scatters_every_short_length(dtype, block, mode):
             data = random_array((3, 2 * block * block, 2, width), np.dtype(dtype), rng)
             if layout == "nhwc":
                 data = np.ascontiguousarray(data.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-            expected = ref.depth_to_space(data, mode, block)
-            for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (width % 2))):
-                dm.depth_to_space(data, mode, block, out=out, engine="native")
-                assert same_bits(out, expected), (width, layout, offset)
-                assert not written_outside(), (width, layout, offset)
+            _check_at_offsets(lambda out: dm.depth_to_space(data, mode, block, out=out, engine="native"),
+                              ref.depth_to_space(data, mode, block), (0, 4 + 8 * (width % 2)), (width, layout))
             # SpaceToDepth channels-last to channels-last: scatter tiles whose depth_first rows come in groups
             data = random_array((3, 2, 2 * block, block * width), np.dtype(dtype), rng)
             data = np.ascontiguousarray(data.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-            expected = np.ascontiguousarray(ref.space_to_depth(data, mode, block).transpose(0, 2, 3, 1))
-            for offset, out, written_outside in _outs_at_offsets(expected, (0, 4 + 8 * (width % 2))):
-                dm.space_to_depth(data, mode, block, out=out.transpose(0, 3, 1, 2), engine="native")
-                assert same_bits(out, expected), (width, "nhwc out", offset)
-                assert not written_outside(), (width, "nhwc out", offset)
+            _check_at_offsets(lambda out: dm.space_to_depth(data, mode, block, out=out.transpose(0, 3, 1, 2),
+                                                            engine="native"),
+                              np.ascontiguousarray(ref.space_to_depth(data, mode, block).transpose(0, 2, 3, 1)),
+                              (0, 4 + 8 * (width % 2)), (width, "nhwc out"))
 
 
 def test_the_cores_lowest_address_is_the_lowering_s():

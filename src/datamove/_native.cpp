@@ -590,7 +590,7 @@ inline void scatter_rows(const T* __restrict src, T* __restrict dst, int64_t a, 
 
 // Four rows of four 4-byte words, transposed in registers: out[4 * i + j] <- in row j, position i.
 // Channels-last depth_first SCATTER tiles with four channels (a 2 x 2 block), 64 bytes each and too
-// short for the loops above to pay. (Their GATHER mirror images go to gather_run, or stream.)
+// short for the loops above to pay. (Their GATHER mirror images go to gather_rows_run, or stream.)
 template <typename T, int B, bool NT>
 inline bool transpose4(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
 #if DM_HAVE_STREAM
@@ -1111,59 +1111,36 @@ inline void deinterleave16(const char* in, char* o, const int64_t* at, int64_t i
 }
 #endif
 
-// The tiles of `runs` x `run` GATHER tiles (`next` and `inner` apart), stored plainly: out row j,
-// position i <- in[i * B + j], 16 / W positions at a time by deinterleave16, the last ones as one more
-// group overlapping the one before. False (nothing written) where the tiles are not B = 2 or 4 rows of
-// 4- or 8-byte words, or are shorter than one group. Tile by tile (transpose4 or the compiler's loop
-// in gather_rows), the set-up of each short tile cost as much as its moves: SpaceToDepth of [1024, 4,
-// 16, 16] float32, 4 MiB into out=, one thread 345 us -> 200 us (a memcpy 170-184 us; a loop written
-// by hand for the case 183 us); two threads against the copy floor, same process, in turns, blocks_first
-// 0.99x -> 0.75x, depth_first 1.08x -> 0.72x, block 4 1.05x -> 0.68x; rows of 64 positions unchanged.
-template <typename T, int B>
-inline bool gather_run(const T* src, T* dst, int64_t a, int64_t b, int64_t runs, const Loop& next, int64_t run,
-                       const Loop& inner, const Step& st) {
-#if DM_HAVE_STREAM
-    if constexpr ((B == 2 || B == 4) && (sizeof(T) == 4 || sizeof(T) == 8)) {
-        constexpr int W = sizeof(T), P = 16 / W;  // positions a group
-        const int64_t n = st.l0.n, final = n - P;
-        if (n < P) return false;
-        for (int64_t q = 0; q < runs; ++q)
-            for (int64_t m = 0; m < run; ++m) {
-                const char* in = reinterpret_cast<const char*>(src + a + q * next.s + m * inner.s);
-                char* out = reinterpret_cast<char*>(dst + b + q * next.d + m * inner.d);
-                for (int64_t i = 0; i < final; i += P) deinterleave16<W, B>(in + i * B * W, out, st.at, i);
-                deinterleave16<W, B>(in + final * B * W, out, st.at, final);
-            }
-        return true;
-    }
-#endif
-    (void)src, (void)dst, (void)a, (void)b, (void)runs, (void)next, (void)run, (void)inner, (void)st;
-    return false;
-}
-
-// The tiles of `runs` x `run` GATHER_WINDOW tiles (`next` and `inner` apart), stored plainly: out row
-// j, position i <- in[t] for t = i * B + j inside the window (lo <= t < hi), else zero. The blocks wholly
-// inside go as gather_run's, 16 / W positions at a time; the others' words (SpaceToBatch's padding and
-// the blocks it cuts) come from two lists made once for all the rows: the zeros, and the words read.
-// False (nothing written) where the tiles are not B = 2 or 4 rows of 4- or 8-byte words with contiguous
-// positions, or have more than kEdgeWords such words a row.
-// Tile by tile, the set-up cost more than the moves of short rows. SpaceToBatch NCHW with pads of 1 and
-// a 2 x 2 block, into out=, same process, in turns, 7 rounds: [64,16,14,14] 1.30x -> 0.99x the copy
-// floor, [64,16,30,46] 1.24x -> 1.09x, [16,16,62,126] 1.21x -> 0.92x; float64 4 x 4, [64,16,22,22]
-// 2.18x -> 1.79x.
+// The rows of `runs` x `run` GATHER or GATHER_WINDOW tiles (`next` and `inner` apart), stored plainly:
+// out row j, position i <- in[t] for t = i * B + j (GATHER: rows at st.at), or for a window (rows d1
+// apart) in[t] inside it (lo <= t < hi) and zero outside. The blocks wholly inside go 16 / W positions at
+// a time (deinterleave16), the last group overlapping the one before; the other blocks' words (a
+// window's padding and the blocks it cuts) come from two lists made once for all the rows: the zeros,
+// and the words read. False (nothing written) where the tiles are not B = 2 or 4 rows of 4- or 8-byte
+// words with contiguous positions, a GATHER tile is shorter than a group, or a window row has more
+// than kEdgeWords such words.
+// Tile by tile (transpose4, or the compiler's loop in gather_rows after a window's edges word by
+// word), the set-up of each short tile cost as much as its moves. Into out=, same process, in turns:
+// SpaceToDepth of [1024,4,16,16] float32, 4 MiB, one thread 345 us -> 200 us (a memcpy 170-184 us, a
+// loop written by hand for the case 183 us); two threads against the copy floor blocks_first 0.99x ->
+// 0.75x, depth_first 1.08x -> 0.72x, block 4 1.05x -> 0.68x, rows of 64 positions unchanged.
+// SpaceToBatch NCHW with pads of 1 and a 2 x 2 block: [64,16,14,14] 1.30x -> 0.99x the copy floor,
+// [64,16,30,46] 1.24x -> 1.09x, [16,16,62,126] 1.21x -> 0.92x; float64 4 x 4, [64,16,22,22] 2.18x -> 1.79x.
 constexpr int kEdgeWords = 64;
 template <typename T, int B>
-inline bool gather_window_run(const T* src, T* dst, int64_t a, int64_t b, int64_t runs, const Loop& next, int64_t run,
-                              const Loop& inner, const Step& st) {
+inline bool gather_rows_run(const T* src, T* dst, int64_t a, int64_t b, int64_t runs, const Loop& next, int64_t run,
+                            const Loop& inner, const Step& st) {
 #if DM_HAVE_STREAM
     if constexpr ((B == 2 || B == 4) && (sizeof(T) == 4 || sizeof(T) == 8)) {
         constexpr int W = sizeof(T), P = 16 / W;  // positions a group
-        const int64_t n0 = st.l0.n, d1 = st.l1.d, lo = st.lo, hi = st.hi, first = st.first, last = st.last;
-        if (st.l0.d != 1) return false;
+        const bool window = st.pattern == GATHER_WINDOW;
+        const int64_t n0 = st.l0.n, lo = window ? st.lo : 0, hi = window ? st.hi : n0 * B;
+        const int64_t first = window ? st.first : 0, last = window ? st.last : n0;  // the blocks wholly inside
+        if (st.l0.d != 1 || (!window && (st.l0.s != B || n0 < P))) return false;
         const bool grouped = last - first >= P;
         if ((n0 - (grouped ? last - first : 0)) * B > kEdgeWords) return false;
         int64_t at[B];
-        for (int j = 0; j < B; ++j) at[j] = j * d1;
+        for (int j = 0; j < B; ++j) at[j] = window ? j * st.l1.d : st.at[j];
         int64_t zeros[kEdgeWords], to[kEdgeWords], from[kEdgeWords];
         int nzeros = 0, words = 0;
         for (int64_t i = 0; i < n0; ++i) {
@@ -1236,8 +1213,10 @@ inline bool scatter_rows_run(const T* src, T* dst, int64_t a, int64_t b, int64_t
                 T* out = dst + b + q * next.d + m * inner.d;
                 const char* in[B];
                 for (int j = 0; j < B; ++j) in[j] = reinterpret_cast<const char*>(row + at[j]);
-                for (int64_t i = body; i < end; i += P) interleave16<W, B, false>(in, i * W, reinterpret_cast<__m128i*>(out + i * B));
-                if (extra) interleave16<W, B, false>(in, (t1 / B - P) * W, reinterpret_cast<__m128i*>(out + (t1 / B - P) * B));
+                for (int64_t i = body; i < end; i += P)
+                    interleave16<W, B, false>(in, i * W, reinterpret_cast<__m128i*>(out + i * B));
+                if (extra)
+                    interleave16<W, B, false>(in, (t1 / B - P) * W, reinterpret_cast<__m128i*>(out + (t1 / B - P) * B));
                 for (int k = 0; k < words; ++k) out[to[k]] = row[from[k]];
             }
         return true;
@@ -1441,11 +1420,12 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
         const bool sides = G && NT && side && run == inner.n;  // whole side loops: streamed as one
         if constexpr (G)
             if (sides) gather<T, (B ? B : 2), NT>(src, dst, a, b, rows, st.l0.n, st.scratch, runs, next.s, inner, window);
+        // plain-stored block tiles of 4- and 8-byte words: all the rows under the two loops at once, set up once
         const bool done = !NT && !sides &&
                           (((P == SCATTER_WINDOW || (P == SCATTER && !small_scatter(st))) &&
                             scatter_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)) ||
-                           (P == GATHER && gather_run<T, B>(src, dst, a, b, runs, next, run, inner, st)) ||
-                           (P == GATHER_WINDOW && gather_window_run<T, B>(src, dst, a, b, runs, next, run, inner, st)));
+                           ((P == GATHER || P == GATHER_WINDOW) &&
+                            gather_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)));
         for (int64_t q = 0; q < (sides || done ? 0 : runs); ++q) {
             if constexpr (G)
                 if (NT && joined) {  // the run's rows go on from each other: streamed as one
