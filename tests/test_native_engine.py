@@ -957,6 +957,27 @@ def test_channels_last_pixels_of_a_few_channels(monkeypatch, stream):
             assert not raw[:start].any() and not raw[start + expected.size:].any()
 
 
+def test_short_scatter_rows_off_16_bytes_store_plainly(monkeypatch):
+    """BatchToSpace with crops of 1 writes rows of 2W - 2 items: float32 rows under 256 bytes that do not all
+    start on 16 bytes are stored plainly (a run loop beats streaming each row's ends 4 bytes at a time), long
+    rows and rows all on 16 bytes (float64) stream; bit for bit either way."""
+    core = native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    rng = np.random.default_rng(11)
+    args = ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))
+    for dtype, width, streamed in ((np.float32, 16, False), (np.float32, 32, False), (np.float32, 64, True),
+                                   (np.float64, 16, True)):
+        data = random_array((8, 2, width, width), np.dtype(dtype), rng)
+        expected = ref.batch_to_space(data, *args)
+        plan = plans.batch_to_space(data.shape, expected.shape, *args)
+        for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
+            program = native_engine.program(plan, data, out)
+            assert core.streams(program, native_engine._address(out)) == streamed, (dtype, width, offset)
+            dm.batch_to_space(data, *args, out=out, engine="native")
+            assert same_bits(out, expected), (dtype, width, offset)
+            assert not written_outside(), (dtype, width, offset)
+
+
 def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
     """Streaming stores where few partial lines are left alone: SpaceToBatch uint8 with a 4 x 4 block writes 16
     streams of 64-byte pieces, which stream when the output starts on a line and not 16 bytes into one (each
