@@ -957,10 +957,11 @@ def test_channels_last_pixels_of_a_few_channels(monkeypatch, stream):
             assert not raw[:start].any() and not raw[start + expected.size:].any()
 
 
-def test_short_scatter_rows_off_16_bytes_store_plainly(monkeypatch):
+def test_short_rows_of_the_run_loops_store_plainly(monkeypatch):
     """BatchToSpace with crops of 1 writes rows of 2W - 2 items: float32 rows under 256 bytes that do not all
     start on 16 bytes are stored plainly (a run loop beats streaming each row's ends 4 bytes at a time), long
-    rows and rows all on 16 bytes (float64) stream; bit for bit either way."""
+    rows and rows all on 16 bytes (float64) stream. SpaceToBatch with pads: float32 gather window rows under
+    256 bytes are stored plainly, 256 bytes stream. Bit for bit either way."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(11)
@@ -976,6 +977,16 @@ def test_short_scatter_rows_off_16_bytes_store_plainly(monkeypatch):
             dm.batch_to_space(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (dtype, width, offset)
             assert not written_outside(), (dtype, width, offset)
+    for width, streamed in ((46, False), (126, True)):  # padded to 48 and 128: rows of 96 and 256 bytes
+        data = random_array((2, 2, 6, width), np.dtype(np.float32), rng)
+        expected = ref.space_to_batch(data, *args)
+        plan = plans.space_to_batch(data.shape, expected.shape, *args)
+        for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
+            program = native_engine.program(plan, data, out)
+            assert core.streams(program, native_engine._address(out)) == streamed, (width, offset)
+            dm.space_to_batch(data, *args, out=out, engine="native")
+            assert same_bits(out, expected), (width, offset)
+            assert not written_outside(), (width, offset)
 
 
 def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
