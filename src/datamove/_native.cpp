@@ -919,13 +919,6 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
     }
 }
 
-// Positions [t0, t1) of a streamed SCATTER<B> row of W-byte words (4 or 8), out[t] = in[t % B][t / B],
-// straight from registers: the rows interleaved by unpacks and streamed 16 bytes at a time, the few
-// positions before the first block on 16 bytes and after the last as one-word streaming stores. False
-// (nothing written) where no block starts on 16 bytes, or for B = 3.
-// Through the L1 buffer (put_bytes) the row was stored twice, and the row's loads stopped while the
-// buffer streamed out: BatchToSpace with crops, 512 MiB into np.empty, 1.30x the copy floor; straight
-// from registers 1.09-1.13x (same process, 9 rounds).
 #if DM_HAVE_STREAM
 // out[k * B + j] <- in[j][k], k < 16 / W: the B rows' 16 bytes from `in`, interleaved in registers and
 // stored at o (streamed when NT), for B = 2 or 4 rows of W = 4 or 8 bytes.
@@ -957,6 +950,13 @@ inline void interleave16(const char* const in[B], int64_t at, __m128i* o) {
 }
 #endif
 
+// Positions [t0, t1) of a streamed SCATTER<B> row of W-byte words (4 or 8), out[t] = in[t % B][t / B],
+// straight from registers: the rows interleaved by unpacks and streamed 16 bytes at a time, the few
+// positions before the first block on 16 bytes and after the last as one-word streaming stores. False
+// (nothing written) where no block starts on 16 bytes, or for B = 3.
+// Through the L1 buffer (put_bytes) the row was stored twice, and the row's loads stopped while the
+// buffer streamed out: BatchToSpace with crops, 512 MiB into np.empty, 1.30x the copy floor; straight
+// from registers 1.09-1.13x (same process, 9 rounds).
 template <int W, int B>
 inline bool scatter_direct(const char* const in[B], char* out, int64_t t0, int64_t t1) {
 #if DM_HAVE_STREAM
