@@ -1143,8 +1143,7 @@ inline bool gather_rows_run(const T* src, T* dst, int64_t a, int64_t b, int64_t 
         for (int j = 0; j < B; ++j) at[j] = window ? j * st.l1.d : st.at[j];
         int64_t zeros[kEdgeWords], to[kEdgeWords], from[kEdgeWords];
         int nzeros = 0, words = 0;
-        for (int64_t i = 0; i < n0; ++i) {
-            if (grouped && first <= i && i < last) continue;
+        auto edge = [&](int64_t i) {  // block i's words, one at a time
             for (int j = 0; j < B; ++j) {
                 const int64_t t = i * B + j;
                 if (lo <= t && t < hi) {
@@ -1153,7 +1152,9 @@ inline bool gather_rows_run(const T* src, T* dst, int64_t a, int64_t b, int64_t 
                     zeros[nzeros++] = at[j] + i;
                 }
             }
-        }
+        };
+        for (int64_t i = 0; i < (grouped ? first : n0); ++i) edge(i);  // (not the inside blocks, which may be many)
+        for (int64_t i = grouped ? last : n0; i < n0; ++i) edge(i);
         for (int64_t q = 0; q < runs; ++q)
             for (int64_t m = 0; m < run; ++m) {
                 const T* row = src + a + q * next.s + m * inner.s;
