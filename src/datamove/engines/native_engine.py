@@ -11,7 +11,9 @@ or 1 bytes, so every dtype is copied bit for bit; object arrays, whose items
 are references, go to the NumPy engine.
 
 Outputs of :data:`STREAM_BYTES` or more are written with non-temporal stores
-(where the CPU has them), as ``memcpy`` does past the last-level cache.
+(where the CPU has them), as ``memcpy`` does past the last-level cache; their
+scatter tiles of long rows read one block row at a time
+(:func:`~datamove.engines.strided.fan_out_first`).
 
 >>> import numpy as np
 >>> from datamove import plans
@@ -33,7 +35,7 @@ from ..outputs import allocate
 from ..caches import BoundedCache
 from ..plans import Plan
 from . import numpy_engine
-from .strided import _address, lower, lower_fill, lower_window
+from .strided import _address, fan_out_first, lower, lower_fill, lower_window
 
 if TYPE_CHECKING:
     from ..call import Call
@@ -117,38 +119,49 @@ def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int,
 
 
 def _windowed(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
-              addresses: Tuple[int, int]) -> Optional[List[List[int]]]:
+              addresses: Tuple[int, int], streamed: bool) -> Optional[List[List[int]]]:
     """The steps of ``plan.windows`` and ``plan.window_fills``, or None if a window cannot be lowered."""
     steps = []
     for window in plan.windows:
         nest = lower_window(data, out, window, addresses)
         if nest is None:
             return None
-        steps.append(_step(nest.pattern, nest.word, nest.block, nest.lo, nest.hi, nest.src_start, nest.dst_start, nest.loops))
+        loops = fan_out_first(nest.loops, nest.word) if streamed and nest.pattern == "scatter_window" else nest.loops
+        steps.append(_step(nest.pattern, nest.word, nest.block, nest.lo, nest.hi, nest.src_start, nest.dst_start, loops))
     for view in plan.window_fills:
         fill = lower_fill(out, view, widest=16, address=addresses[1])
         steps += _split("fill", fill.word, 0, 0, fill.dst_start, fill.loops)
     return steps
 
 
+def streamed(out: np.ndarray) -> bool:
+    """Whether the core writes ``out`` around the cache (where the CPU can): from :data:`STREAM_BYTES`."""
+    if STREAM_BYTES is None:
+        core()
+    return out.nbytes >= (STREAM_BYTES or 0)
+
+
 def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[Tuple[int, int]] = None) -> bytes:
     """``plan`` on these arrays as the compiled core's program (see ``_native.cpp``).
 
-    Kept per (plan, layouts, item size, alignments): a repeated call skips the lowering.
-    ``addresses``: the arrays' lowest addresses, when the caller has them.
+    Kept per (plan, layouts, item size, alignments, streamed): a repeated call skips the lowering.
+    ``addresses``: the arrays' lowest addresses, when the caller has them. Streamed, scatter tiles
+    read in passes (:func:`~datamove.engines.strided.fan_out_first`).
     """
     if addresses is None:
         addresses = (_address(data), _address(out))
-    key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, addresses[0] % 16, addresses[1] % 16)
+    stream = streamed(out)
+    key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, addresses[0] % 16, addresses[1] % 16, stream)
     found = _PROGRAMS.get(key)
     if found is not None:
         return found
-    steps = _windowed(plan, data, out, addresses) if plan.windows else None
+    steps = _windowed(plan, data, out, addresses, stream) if plan.windows else None
     if steps is None:
         steps = []
         for src, dst in plan.copies:
             copy = lower(data, out, src, dst, widest=16, addresses=addresses)
-            steps += _split(copy.pattern, copy.word, copy.block, copy.src_start, copy.dst_start, copy.loops)
+            loops = fan_out_first(copy.loops, copy.word) if stream and copy.pattern == "scatter" else copy.loops
+            steps += _split(copy.pattern, copy.word, copy.block, copy.src_start, copy.dst_start, loops)
         for view in plan.fills:
             fill = lower_fill(out, view, widest=16, address=addresses[1])
             steps += _split("fill", fill.word, 0, 0, fill.dst_start, fill.loops)
@@ -173,6 +186,5 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
         return out
     native = _native or core()
     addresses = (native.lowest(data), native.lowest(out))  # strided._address's, in a tenth of the time
-    native.run(program(plan, data, out, addresses), *addresses, threads.get_num_threads(),
-               out.nbytes >= (STREAM_BYTES or 0))
+    native.run(program(plan, data, out, addresses), *addresses, threads.get_num_threads(), streamed(out))
     return out
