@@ -206,8 +206,8 @@ def fan_out_first(loops: Sequence[Sequence[int]], word: int) -> List[List[int]]:
     only the tile's own ``B`` streams and writing every other run of the
     output. Only for outputs written around the cache, whose runs are not
     fetched into it: BatchToSpace with crops into ``out=``, 1 GiB, went from
-    1.28-1.30x the copy floor to 1.14-1.17x; 512 MiB, 1.14-1.17x -> 1.06-1.07x
-    (same process, in turns). Rows under 1 KiB stay in order: their passes'
+    1.19-1.30x the copy floor to 1.08-1.17x; 512 MiB, 1.09-1.17x -> 1.06-1.12x
+    (same process, in turns, four runs). Rows under 1 KiB stay in order: their passes'
     partial lines at the runs' ends cost more than the streams saved
     (DepthToSpace of 128 x 128 images, 128 MiB: 0.58-0.59x -> 0.63-0.67x).
     Unchanged where no loop reads on.
