@@ -1327,3 +1327,25 @@ def test_streamed_scatters_of_long_rows_read_a_block_row_at_a_time(streaming, th
                         op(data, *args, out=out, engine="native")
                         assert same_bits(out, expected), (op.__name__, shape, stream, offset)
                         assert not written_outside(), (op.__name__, shape, stream, offset)
+
+
+def test_short_rows_stream_where_the_plain_run_loop_cannot_take_them(streaming):
+    """streams_whole stores short gather-window rows plainly only where the plain run loop takes them
+    (runs_plainly, the rule both share): SpaceToBatch with a pad of 70 before 2 items and a block of 4
+    has 18 blocks a row, none whole, 72 words outside the groups (the run loop's lists hold 64), so its
+    72-byte rows stream; a pad of 6 (2 blocks a row) is the run loop's and stores plainly. Bit for bit,
+    nothing outside the output, either way."""
+    core = native_engine.core()
+    rng = np.random.default_rng(70)
+    for pad, streamed in ((70, True), (6, False)):
+        data = random_array((2, 3, 4, 2), np.dtype(np.float32), rng)
+        args = ((1, 1, 1, 4), (0, 0, 0, pad), (0, 0, 0, 0))
+        expected = ref.space_to_batch(data, *args)
+        plan = plans.space_to_batch(data.shape, expected.shape, *args)
+        for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
+            window = [s for s in _steps(native_engine.program(plan, data, out)) if s[0] == native_engine._PATTERNS["gather_window"]]
+            assert window, pad
+            assert core.streams(native_engine.program(plan, data, out), native_engine._address(out)) == streamed, (pad, offset)
+            dm.space_to_batch(data, *args, out=out, engine="native")
+            assert same_bits(out, expected), (pad, offset)
+            assert not written_outside(), (pad, offset)

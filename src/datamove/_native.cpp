@@ -1118,7 +1118,7 @@ inline void deinterleave16(const char* in, char* o, const int64_t* at, int64_t i
 // window's padding and the blocks it cuts) come from two lists made once for all the rows: the zeros,
 // and the words read. False (nothing written) where the tiles are not B = 2 or 4 rows of 4- or 8-byte
 // words with contiguous positions, a GATHER tile is shorter than a group, or a window row has more
-// than kEdgeWords such words.
+// than kEdgeWords such words (runs_plainly).
 // Tile by tile (transpose4, or the compiler's loop in gather_rows after a window's edges word by
 // word), the set-up of each short tile cost as much as its moves. Into out=, same process, in turns:
 // SpaceToDepth of [1024,4,16,16] float32, 4 MiB, one thread 345 us -> 200 us (a memcpy 170-184 us, a
@@ -1127,6 +1127,31 @@ inline void deinterleave16(const char* in, char* o, const int64_t* at, int64_t i
 // SpaceToBatch NCHW with pads of 1 and a 2 x 2 block: [64,16,14,14] 1.30x -> 0.99x the copy floor,
 // [64,16,30,46] 1.24x -> 1.09x, [16,16,62,126] 1.21x -> 0.92x; float64 4 x 4, [64,16,22,22] 2.18x -> 1.79x.
 constexpr int kEdgeWords = 64;
+
+// Whether the plain run loops (gather_rows_run, scatter_rows_run) take a step's tiles: B = 2 or 4 rows of
+// 4- or 8-byte words with contiguous positions, a GATHER tile at least a group long, a gather window
+// with at most kEdgeWords words outside its whole groups, a SCATTER not a small_scatter (scatter_run's).
+// One rule for the run loops and for streams_whole, which stores such tiles' short rows plainly.
+inline bool runs_plainly(const Step& st) {
+#if DM_HAVE_STREAM
+    if ((st.word != 4 && st.word != 8) || (st.block != 2 && st.block != 4)) return false;
+    const int64_t B = st.block, P = 16 / st.word, n0 = st.l0.n;
+    switch (st.pattern) {
+        case GATHER: return st.l0.d == 1 && st.l0.s == B && n0 >= P;
+        case GATHER_WINDOW: {
+            const int64_t inside = st.last - st.first;  // whole blocks, taken in groups where there is one
+            return st.l0.d == 1 && (n0 - (inside >= P ? inside : 0)) * B <= kEdgeWords;
+        }
+        case SCATTER: return st.l0.s == 1 && st.l0.d == B && !small_scatter(st);
+        case SCATTER_WINDOW: return st.l0.s == 1;
+        default: return false;
+    }
+#else
+    (void)st;
+    return false;
+#endif
+}
+
 template <typename T, int B>
 inline bool gather_rows_run(const T* src, T* dst, int64_t a, int64_t b, int64_t runs, const Loop& next, int64_t run,
                             const Loop& inner, const Step& st) {
@@ -1136,9 +1161,8 @@ inline bool gather_rows_run(const T* src, T* dst, int64_t a, int64_t b, int64_t 
         const bool window = st.pattern == GATHER_WINDOW;
         const int64_t n0 = st.l0.n, lo = window ? st.lo : 0, hi = window ? st.hi : n0 * B;
         const int64_t first = window ? st.first : 0, last = window ? st.last : n0;  // the blocks wholly inside
-        if (st.l0.d != 1 || (!window && (st.l0.s != B || n0 < P))) return false;
+        if (!runs_plainly(st)) return false;
         const bool grouped = last - first >= P;
-        if ((n0 - (grouped ? last - first : 0)) * B > kEdgeWords) return false;
         int64_t at[B];
         for (int j = 0; j < B; ++j) at[j] = window ? j * st.l1.d : st.at[j];
         int64_t zeros[kEdgeWords], to[kEdgeWords], from[kEdgeWords];
@@ -1180,7 +1204,7 @@ inline bool gather_rows_run(const T* src, T* dst, int64_t a, int64_t b, int64_t 
 // lo <= t < hi (rows s1 apart). Each row's whole blocks are interleaved in registers (interleave16),
 // the last ones as one more group overlapping the one before; the few words left (a partial block at
 // either end) come from a list made once for all the rows. False (nothing written) where the tiles
-// are not B = 2 or 4 rows of 4- or 8-byte words with contiguous positions.
+// are not B = 2 or 4 rows of 4- or 8-byte words with contiguous positions (runs_plainly).
 // Tile by tile, the set-up cost more than the moves of short rows. Into out=, same process, in turns:
 // BatchToSpace with crops on 16 x 16 images, [4096,1,16,16], 4 MiB, 1.10x -> 0.89x the copy floor
 // (one thread against a memcpy 2.69x -> 1.89x); DepthToSpace of 8 x 8 images, float64 [512,16,8,8],
@@ -1193,7 +1217,7 @@ inline bool scatter_rows_run(const T* src, T* dst, int64_t a, int64_t b, int64_t
         constexpr int W = sizeof(T), P = 16 / W;  // positions in a 16-byte load
         const bool window = st.pattern == SCATTER_WINDOW;
         const int64_t n0 = st.l0.n;
-        if (st.l0.s != 1 || (!window && st.l0.d != B)) return false;
+        if (!runs_plainly(st)) return false;
         int64_t at[B];
         for (int j = 0; j < B; ++j) at[j] = window ? j * st.l1.s : st.at[j];
         const int64_t t0 = window ? std::max<int64_t>(st.lo, 0) : 0, t1 = window ? std::min(st.hi, n0 * B) : n0 * B;
@@ -1423,10 +1447,8 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
             if (sides) gather<T, (B ? B : 2), NT>(src, dst, a, b, rows, st.l0.n, st.scratch, runs, next.s, inner, window);
         // plain-stored block tiles of 4- and 8-byte words: all the rows under the two loops at once, set up once
         const bool done = !NT && !sides &&
-                          (((P == SCATTER_WINDOW || (P == SCATTER && !small_scatter(st))) &&
-                            scatter_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)) ||
-                           ((P == GATHER || P == GATHER_WINDOW) &&
-                            gather_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)));
+                          (((P == SCATTER_WINDOW || P == SCATTER) && scatter_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)) ||
+                           ((P == GATHER || P == GATHER_WINDOW) && gather_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)));
         for (int64_t q = 0; q < (sides || done ? 0 : runs); ++q) {
             if constexpr (G)
                 if (NT && joined) {  // the run's rows go on from each other: streamed as one
@@ -1604,9 +1626,9 @@ inline bool streams_whole(const Step& st, const char* dst) {
     // into out=, streamed -> plain: 16 x 16 (120-byte rows) 1.63x -> 0.91x the copy floor, 24 x 24 (184
     // bytes) 1.24x -> 0.93x, 32 x 32 (248 bytes) 0.96x -> 0.86x; 64 x 64 (504 bytes) stays streamed
     // (0.73x; plain 0.90x), as do rows all on 16 bytes (float64 16 x 16, 240 bytes: 0.80x; plain 1.10x).
-    const bool run_loop = (w == 4 || w == 8) && (st.block == 2 || st.block == 4);  // the plain rows_run's tiles
-    if (run_loop && (st.pattern == SCATTER_WINDOW || (st.pattern == SCATTER && !small_scatter(st))) &&
-        p.piece * w < 256 && (reinterpret_cast<uintptr_t>(dst + p.start * w) % 16 != 0 || !strides_divide(st, p, 16)))
+    const bool run_loop = runs_plainly(st);  // (what the plain run loops take, and so store without the set-up)
+    if (run_loop && (st.pattern == SCATTER_WINDOW || st.pattern == SCATTER) && p.piece * w < 256 &&
+        (reinterpret_cast<uintptr_t>(dst + p.start * w) % 16 != 0 || !strides_divide(st, p, 16)))
         return false;
     // So are gather windows' rows under 256 bytes (gather_rows_run): SpaceToBatch with pads of 1 on 30 x 46
     // images (96-byte rows in 4 planes a block row), 96 MiB, 2.00x and 2.44x streamed, 0.98x and 1.00x
