@@ -577,14 +577,16 @@ def test_malformed_programs_are_refused():
 def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
     """Streaming stores only where every piece streams whole (4-byte aligned, 4-byte multiples: no plain
     head or tail in a line; a gather tile's rows on a line, unless they go on from each other past at most
-    kJoinedStreams rows), and then bit for bit what plain stores write, windows included."""
+    kJoinedStreams rows, or 16 rows of runs from 4 KiB), and then bit for bit what plain stores write,
+    windows included."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(7)
     words = 1024 // np.dtype(dtype).itemsize  # output rows of 1 KiB
     cases = [  # (op, input, args, streams when the output is 16-byte aligned)
         ("space_to_depth", (2, 3, 8, 2 * words), ("blocks_first", 2), True),  # 2 x 2 rows go on: side_joined
-        ("space_to_depth", (2, 3, 8, 4 * words), ("blocks_first", 4), True),  # 4 x 4 rows: too many to join
+        ("space_to_depth", (2, 3, 8, 4 * words), ("blocks_first", 4), True),  # 4 x 4 rows, runs from 4 KiB: joined
+        ("space_to_depth", (2, 3, 4, words), ("blocks_first", 4), True),  # 4 x 4 rows of 768-byte runs: not
         ("space_to_batch", (2, 3, 6, 2 * words - 2), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), True),  # gather windows
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 4]), True),  # scatter windows
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 3]),
@@ -601,9 +603,9 @@ def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
             plan = getattr(plans, op)(data.shape, expected.shape, *[tuple(a) if isinstance(a, list) else a for a in args])
             program = native_engine.program(plan, data, out)
             # a gather's rows stream from anywhere when they go on from each other (put_lines stores their
-            # partial end lines plainly), and only from a line when not (SpaceToDepth's with block 4); the
+            # partial end lines plainly), and only from a line when not (SpaceToDepth with block 4, short runs); the
             # others from 4-byte aligned starts
-            aligned = (offset == 0 if args[1:] == (4,) else True) if op == "space_to_depth" \
+            aligned = (offset == 0 if shape[2] == 4 else True) if op == "space_to_depth" \
                 else offset * np.dtype(dtype).itemsize % 4 == 0
             assert core.streams(program, native_engine._address(out)) == (whole and aligned), (op, args, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
@@ -991,14 +993,16 @@ def test_short_rows_of_the_run_loops_store_plainly(monkeypatch):
 
 def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
     """Streaming stores where few partial lines are left alone: SpaceToBatch uint8 with a 4 x 4 block writes 16
-    streams of 64-byte pieces, which stream when the output starts on a line and not 16 bytes into one (each
-    piece's partial lines would wait for the other 15 streams: the input the loop that continues them
-    covers, 64 KiB, is more than the 16 KiB it may move inward over); 1 KiB rows stream at either offset."""
+    streams of 64-byte pieces. Where each stream's run of rows is 4 KiB or more (64 rows) they are buffered
+    side by side and stream as runs at any offset (side_joined); with 16 rows they stream only when the
+    output starts on a line and not 16 bytes into one (each piece's partial lines would wait for the other 15
+    streams); 1 KiB rows stream at either offset."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(1)
-    for width, on_line_only in ((256, True), (4096, False)):
-        data = random_array((2, 2, 64, width), np.dtype(np.uint8), rng)
+    for shape, on_line_only in (((1, 1, 64, 256), True), ((2, 2, 64, 256), False), ((2, 2, 64, 4096), False)):
+        width = shape[-1]
+        data = random_array(shape, np.dtype(np.uint8), rng)
         args = ([1, 1, 4, 4], [0] * 4, [0] * 4)
         expected = ref.space_to_batch(data, *args)
         plan = plans.space_to_batch(data.shape, expected.shape, *(tuple(a) for a in args))
@@ -1349,3 +1353,34 @@ def test_short_rows_stream_where_the_plain_run_loop_cannot_take_them(streaming):
             dm.space_to_batch(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (pad, offset)
             assert not written_outside(), (pad, offset)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_streamed_gathers_join_up_to_16_rows_side_by_side_where_runs_are_long(streaming, threads):
+    """Gather tiles whose rows go on past the block's row loop are streamed as runs buffered side by side
+    (side_joined) up to 16 rows (4 x 4 blocks) where each row's run is 4 KiB or more, so into an out= 16
+    bytes into a line they stream; 9 rows of 1 KiB runs (5-D SpaceToDepth with block 3) store plainly
+    there. Bit for bit, nothing outside the output, 1- to 8-byte items, rows cut among threads anywhere."""
+    core = native_engine.core()
+    rng = np.random.default_rng(16 + threads)
+    cases = [
+        (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (1, 2, 64, 256), np.float32, ("depth_first", 4), True),
+        (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (1, 2, 48, 192), np.float64, ("blocks_first", 3), True),
+        (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 2, 128, 512), np.uint8,
+         ((1, 1, 4, 4), (0, 0, 0, 0), (0, 0, 0, 0)), True),
+        (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 2, 126, 508), np.int16,
+         ((1, 1, 4, 4), (0, 0, 1, 2), (0, 0, 1, 2)), True),
+        (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (1, 2, 6, 48, 48), np.float32, ("depth_first", 3), False),
+    ]
+    with _threads(threads):
+        for op, spec, plan_of, shape, dtype, args, streamed in cases:
+            data = random_array(shape, np.dtype(dtype), rng)
+            expected = spec(data, *args)
+            plan = plan_of(data.shape, expected.shape, *args)
+            for offset, out, written_outside in _outs_at_offsets(expected, (16, 0, 4 * (np.dtype(dtype).itemsize < 8))):
+                if offset == 16:
+                    assert core.streams(native_engine.program(plan, data, out), native_engine._address(out)) == streamed, \
+                        (op.__name__, shape, offset)
+                op(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), (op.__name__, shape, offset)
+                assert not written_outside(), (op.__name__, shape, offset)
