@@ -847,7 +847,7 @@ inline bool runs_of_windows(const Step& st) {
 // Tile by tile, each output row's partial end line waited for the other rows' stores (NumPy's own out=,
 // 16 bytes into a line: so that program stored plainly). 4 x 4 blocks (16 rows), 128 MiB into such an
 // out=, same process, in turns, plain -> streamed this way: SpaceToDepth depth_first float32 0.79-1.00x
-// -> 0.62-0.81x the copy floor, SpaceToBatch uint8 1.29-1.42x -> 1.14-1.21x. Short runs stay plain:
+// -> 0.62-0.81x the copy floor, SpaceToBatch uint8 1.27-1.42x -> 1.13-1.21x (four runs of five; 1.49x -> 1.47x in the fifth). Short runs stay plain:
 // 5-D SpaceToDepth with block 3 (9 rows of 1 KiB runs, one chunk a call, none prefetched) went 0.95-0.99x
 // -> 1.29-1.41x.
 inline bool side_joined(const Step& st) {
