@@ -141,16 +141,18 @@ def streamed(out: np.ndarray) -> bool:
     return out.nbytes >= (STREAM_BYTES or 0)
 
 
-def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[Tuple[int, int]] = None) -> bytes:
+def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[Tuple[int, int]] = None,
+            stream: Optional[bool] = None) -> bytes:
     """``plan`` on these arrays as the compiled core's program (see ``_native.cpp``).
 
     Kept per (plan, layouts, item size, alignments, streamed): a repeated call skips the lowering.
-    ``addresses``: the arrays' lowest addresses, when the caller has them. Streamed, scatter tiles
-    read in passes (:func:`~datamove.engines.strided.fan_out_first`).
+    ``addresses``: the arrays' lowest addresses, and ``stream``: :func:`streamed`, when the caller has
+    them. Streamed, scatter tiles read in passes (:func:`~datamove.engines.strided.fan_out_first`).
     """
     if addresses is None:
         addresses = (_address(data), _address(out))
-    stream = streamed(out)
+    if stream is None:
+        stream = streamed(out)
     key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, addresses[0] % 16, addresses[1] % 16, stream)
     found = _PROGRAMS.get(key)
     if found is not None:
@@ -186,5 +188,6 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
         return out
     native = _native or core()
     addresses = (native.lowest(data), native.lowest(out))  # strided._address's, in a tenth of the time
-    native.run(program(plan, data, out, addresses), *addresses, threads.get_num_threads(), streamed(out))
+    stream = streamed(out)
+    native.run(program(plan, data, out, addresses, stream), *addresses, threads.get_num_threads(), stream)
     return out
