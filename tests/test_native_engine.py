@@ -1217,10 +1217,12 @@ def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch):
+@pytest.mark.parametrize("flag, have_stream", [("-DDM_PORTABLE", 0), ("-DDM_NO_SSSE3", 1)])
+def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch, flag, have_stream):
     """The core as aarch64 or any non-x86 CPU compiles it (-DDM_PORTABLE: no SSE2 bodies, no streaming stores),
-    bit for bit against the NumPy engine on every tile: block tiles of 2, 3 and 4 in both groupings, windows,
-    every word width, streaming asked for."""
+    and as an x86-64 CPU without SSSE3 runs it (-DDM_NO_SSSE3: blocks of 3 narrow words without the byte
+    shuffle), bit for bit against the NumPy engine on every tile: block tiles of 2, 3 and 4 in both
+    groupings, windows, every word width, rows of a 16-byte group and more, streaming asked for."""
     import importlib.util
     import shlex
     import shutil
@@ -1231,19 +1233,19 @@ def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch):
         pytest.skip("no C++ compiler")
     source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "datamove", "_native.cpp")
     target = str(tmp_path / "portable_native.so")
-    subprocess.run(cxx + ["-O1", "-std=c++17", "-fPIC", "-shared", "-DDM_PORTABLE", "-I", sysconfig.get_paths()["include"],
+    subprocess.run(cxx + ["-O1", "-std=c++17", "-fPIC", "-shared", flag, "-I", sysconfig.get_paths()["include"],
                           source, "-o", target, "-pthread"], check=True, capture_output=True, timeout=300)
     spec = importlib.util.spec_from_file_location("datamove._native", target)
     portable = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(portable)
-    assert portable.HAVE_STREAM == 0
+    assert portable.HAVE_STREAM == have_stream
     native_engine.core()
     monkeypatch.setattr(native_engine, "_native", portable)
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(9)
     for dtype in (np.uint8, np.uint16, np.float32, np.float64, np.complex128):
         for block in (2, 3, 4):
-            data = random_array((2, 4, 4 * block, 12 * block), np.dtype(dtype), rng)
+            data = random_array((2, 4, 4 * block, 20 * block), np.dtype(dtype), rng)  # rows of 20: a 16-byte group and more
             nhwc = np.ascontiguousarray(np.moveaxis(data, 1, -1)).transpose(0, 3, 1, 2)
             for x in (data, nhwc):
                 for mode in ("blocks_first", "depth_first"):

@@ -54,8 +54,9 @@
 #endif
 
 // SSSE3's byte shuffle, for blocks of 3 narrow words, in functions compiled for it and called only where
-// the CPU has it (the module itself targets any x86-64 CPU); GCC and Clang only.
-#if DM_HAVE_STREAM && defined(__GNUC__)
+// the CPU has it (the module itself targets any x86-64 CPU); GCC and Clang only. DM_NO_SSSE3: what a CPU
+// without it runs (tests).
+#if DM_HAVE_STREAM && defined(__GNUC__) && !defined(DM_NO_SSSE3)
 #include <tmmintrin.h>
 #define DM_HAVE_SSSE3 1
 #else
