@@ -848,15 +848,21 @@ inline bool runs_of_windows(const Step& st) {
 // Tile by tile, each output row's partial end line waited for the other rows' stores (NumPy's own out=,
 // 16 bytes into a line: so that program stored plainly). 4 x 4 blocks (16 rows), 128 MiB into such an
 // out=, same process, in turns, plain -> streamed this way: SpaceToDepth depth_first float32 0.79-1.00x
-// -> 0.62-0.81x the copy floor, SpaceToBatch uint8 1.27-1.42x -> 1.13-1.21x (four runs of five; 1.49x -> 1.47x in the fifth). Short runs stay plain:
-// 5-D SpaceToDepth with block 3 (9 rows of 1 KiB runs, one chunk a call, none prefetched) went 0.95-0.99x
-// -> 1.29-1.41x.
+// -> 0.62-0.81x the copy floor, SpaceToBatch uint8 1.27-1.42x -> 1.13-1.21x (four runs of five; 1.49x
+// -> 1.47x in the fifth). Short runs stay plain: 5-D SpaceToDepth with block 3 (9 rows of 1 KiB runs,
+// one chunk a call, none prefetched) went 0.95-0.99x -> 1.29-1.41x.
 inline bool side_joined(const Step& st) {
     const int last = st.nouter - 1;
     if (last < 1 || !(st.pattern == GATHER || runs_of_windows(st)) || rows_go_on(st) || st.outer[last - 1].d != st.l0.n)
         return false;
     const int64_t rows = st.outer[last].n * st.block;
     return rows <= kJoinedStreams || (rows <= kSideRows && st.outer[last - 1].n * st.l0.n * st.word >= kGatherChunkBytes);
+}
+
+// Whether a streamed step's gather tiles are taken a run at a time through the L1 buffer (rows that go on
+// right outside the tile or past a side loop): their partial lines lie only at a run's two ends.
+inline bool gathers_runs(const Step& st) {
+    return (st.pattern == GATHER || runs_of_windows(st)) && (rows_go_on(st) || side_joined(st));
 }
 
 // Blocks [i0, i1) of a gather window into rows dst + b + j * d1, positions i * d0.
@@ -1625,7 +1631,7 @@ inline bool streams_whole(const Step& st, const char* dst) {
     // completed only after the tile's other rows are written: streamed, SpaceToDepth into NumPy's own
     // out= (16 bytes into a line) took 1.1-1.6x the copy floor, stored plainly 0.87-0.93x (on a line,
     // streamed, 0.70x). Runs of tiles whose rows go on from each other stream as one (see gather).
-    if (st.pattern == GATHER && !rows_go_on(st) && !side_joined(st) &&
+    if (st.pattern == GATHER && !gathers_runs(st) &&
         (reinterpret_cast<uintptr_t>(dst + p.start * w) % kLine != 0 || !strides_divide(st, p, kLine)))
         return false;
     if (st.pattern == GATHER) return true;  // put_lines: the partial lines at a piece's ends are stored plainly
@@ -1656,8 +1662,7 @@ inline double lone_partial_lines(const Step& st, const char* dst) {
     const int64_t joined = streams_until_joined(st);
     Pieces p;
     if ((joined >= 1 && joined <= kJoinedStreams) || !pieces_of(st, &p)) return 0;
-    // runs of gather tiles buffered together: partial lines only at a run's two ends (see gather)
-    if ((st.pattern == GATHER || runs_of_windows(st)) && (rows_go_on(st) || side_joined(st))) return 0;
+    if (gathers_runs(st)) return 0;  // (see gather)
     int per_piece = 2;
     if (strides_divide(st, p, kLine)) {
         const uintptr_t at = reinterpret_cast<uintptr_t>(dst + p.start * st.word);
