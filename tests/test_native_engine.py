@@ -1074,7 +1074,7 @@ def test_plain_scatter_windows_every_crop(dtype, block):
 @pytest.mark.parametrize("block", [2, 3, 4])
 @pytest.mark.parametrize("mode", ["blocks_first", "depth_first"])
 def test_plain_gathers_every_short_length(dtype, block, mode):
-    """SpaceToDepth stored plainly (gather_run): tiles of 1-13 positions, so shorter than a 16-byte group,
+    """SpaceToDepth stored plainly (gather_rows_run): tiles of 1-13 positions, so shorter than a 16-byte group,
     a whole number of groups, and groups with an overlapping last one; channels first and last (whose
     depth_first rows come in groups); bit for bit the spec's result, nothing outside the output."""
     rng = np.random.default_rng(block)
@@ -1090,7 +1090,7 @@ def test_plain_gathers_every_short_length(dtype, block, mode):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])
 @pytest.mark.parametrize("block", [2, 3, 4])
 def test_plain_gather_windows_every_pad(dtype, block):
-    """SpaceToBatch with pads on W, stored plainly (gather_window_run): every pad of up to two blocks and a
+    """SpaceToBatch with pads on W, stored plainly (gather_rows_run): every pad of up to two blocks and a
     word at either end of rows 1-13 blocks wide (padded), so that the blocks wholly inside are none, fewer
     than a group, a group, several and an overlapping one, and pads wide enough that the edge words
     overflow the run's lists; bit for bit the spec's result, nothing outside the output."""
