@@ -479,6 +479,42 @@ def test_forked_child_after_use():
     assert result.stdout.strip() == "0"
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity (Linux)")
+def test_more_threads_than_cores_take_each_others_pieces():
+    """Four threads on one core (the process pinned before its pool starts): the workers run late or not at all
+    while the caller works, so whoever runs takes what is left of the others' shares (take_pieces), and a
+    worker that wakes after the last piece is taken leaves the call alone. The four ops at sizes whose shares
+    are cut into one to four pieces, streamed and stored plainly, three calls each: bit for bit the NumPy
+    engine's results."""
+    code = (
+        "import os, time, numpy as np\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "import datamove as dm\n"
+        "from datamove.engines import native_engine\n"
+        "native_engine.core()\n"
+        "dm.set_num_threads(4)\n"
+        "rng = np.random.default_rng(7)\n"
+        "calls = [(dm.space_to_depth, ('blocks_first', 2)), (dm.depth_to_space, ('depth_first', 2)),\n"
+        "         (dm.space_to_batch, ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))),\n"
+        "         (dm.batch_to_space, ((1, 1, 2, 2), (0, 0, 1, 0), (0, 0, 1, 2)))]\n"
+        "checked = 0\n"
+        "for stream in (None, 0):\n"
+        "    if stream is not None: native_engine.STREAM_BYTES = stream\n"
+        "    for rows in (40, 76, 150, 300):  # 0.6 to 4.7 MiB: one to four pieces a share\n"
+        "        x = rng.standard_normal((4, 16, rows, 256)).astype(np.float32)\n"
+        "        for op, args in calls:\n"
+        "            expected = op(x, *args, engine='numpy')\n"
+        "            for k in range(3):\n"
+        "                assert np.array_equal(op(x, *args, engine='native'), expected), (op.__name__, rows, k)\n"
+        "                checked += 1\n"
+        "                if k == 1: time.sleep(0.002)  # the workers asleep for the next call\n"
+        "print(checked)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "96"
+
+
 def test_streamed_calls_from_a_thread_with_the_smallest_stack():
     """Python lets a thread have a 32 KiB stack (threading.stack_size); the core's streamed tiles keep their
     chunk buffers on the heap, one per thread, so a call from such a thread, which runs a part of the job
