@@ -479,6 +479,14 @@ def test_forked_child_after_use():
     assert result.stdout.strip() == "0"
 
 
+# The four ops, with pads and crops, as a child process's `calls` (needs `dm` imported).
+_FOUR_CALLS = (
+    "calls = [(dm.space_to_depth, ('blocks_first', 2)), (dm.depth_to_space, ('depth_first', 2)),\n"
+    "         (dm.space_to_batch, ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))),\n"
+    "         (dm.batch_to_space, ((1, 1, 1, 2), (0, 0, 0, 1), (0, 0, 0, 2)))]\n"
+)
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity (Linux)")
 def test_more_threads_than_cores_take_each_others_pieces():
     """Four threads on one core (the process pinned before its pool starts): the workers run late or not at all
@@ -494,9 +502,7 @@ def test_more_threads_than_cores_take_each_others_pieces():
         "native_engine.core()\n"
         "dm.set_num_threads(4)\n"
         "rng = np.random.default_rng(7)\n"
-        "calls = [(dm.space_to_depth, ('blocks_first', 2)), (dm.depth_to_space, ('depth_first', 2)),\n"
-        "         (dm.space_to_batch, ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))),\n"
-        "         (dm.batch_to_space, ((1, 1, 2, 2), (0, 0, 1, 0), (0, 0, 1, 2)))]\n"
+        + _FOUR_CALLS +
         "checked = 0\n"
         "for stream in (None, 0):\n"
         "    if stream is not None: native_engine.STREAM_BYTES = stream\n"
@@ -526,9 +532,7 @@ def test_streamed_calls_from_a_thread_with_the_smallest_stack():
         "native_engine.STREAM_BYTES = 0\n"
         "threading.stack_size(32768)\n"
         "x = np.random.default_rng(0).random((2, 8, 64, 512)).astype(np.float32)\n"
-        "calls = [(dm.space_to_depth, ('blocks_first', 2)), (dm.depth_to_space, ('depth_first', 2)),\n"
-        "         (dm.space_to_batch, ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))),\n"
-        "         (dm.batch_to_space, ((1, 1, 1, 2), (0, 0, 0, 1), (0, 0, 0, 2)))]\n"
+        + _FOUR_CALLS +
         "ok = []\n"
         "def work():\n"
         "    for threads in (1, 2):\n"
