@@ -53,6 +53,13 @@ def same_bits(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
+def _child(code, env=None, timeout=120):
+    """What ``python -c code`` prints, in a new process (``env``: its environment); a failure shows its stderr."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def run_both(op, data, *args):
     expected = op(data, *args, engine="numpy")
     got = op(data, *args, engine="native")
@@ -316,8 +323,7 @@ def test_import_loads_the_core_and_no_jit():
     code = ("import sys, datamove; import numpy as np; datamove.space_to_depth(np.zeros((1, 1, 2, 2)), 'blocks_first', 2); "
             "print(sorted(m for m in ('numba', 'llvmlite', 'datamove._native') if m in sys.modules), "
             "sys.modules['datamove._native'].workers())")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "['datamove._native'] 0"
+    assert _child(code).strip() == "['datamove._native'] 0"
 
 
 def test_bad_input_raises_before_any_kernel():
@@ -473,10 +479,7 @@ def test_forked_child_after_use():
         "assert (dm.space_to_depth(x, 'blocks_first', 2) == expected).all()\n"
         "print(os.waitstatus_to_exitcode(status))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "DATAMOVE_NUM_THREADS": "4"})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "0"
+    assert _child(code, env={**os.environ, "DATAMOVE_NUM_THREADS": "4"}).strip() == "0"
 
 
 # The four ops, with pads and crops, as a child process's `calls` (needs `dm` imported).
@@ -516,9 +519,7 @@ def test_more_threads_than_cores_take_each_others_pieces():
         "                if k == 1: time.sleep(0.002)  # the workers asleep for the next call\n"
         "print(checked)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "96"
+    assert _child(code, timeout=300).strip() == "96"
 
 
 def test_streamed_calls_from_a_thread_with_the_smallest_stack():
@@ -543,9 +544,7 @@ def test_streamed_calls_from_a_thread_with_the_smallest_stack():
         "thread.start(); thread.join()\n"
         "print(len(ok), all(ok))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["8", "True"]
+    assert _child(code).split() == ["8", "True"]
 
 
 def test_num_threads_setting_and_environment():
@@ -563,10 +562,9 @@ def test_num_threads_setting_and_environment():
         dm.set_num_threads(before)
     code = "import os, datamove as dm; print(dm.get_num_threads(), len(os.sched_getaffinity(0)))"
     env = {k: v for k, v in os.environ.items() if k != "DATAMOVE_NUM_THREADS"}
-    got, cores = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
+    got, cores = _child(code, env=env).split()
     assert got == cores  # the default: the cores this process may use
-    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**env, "DATAMOVE_NUM_THREADS": "5"}).stdout.split()[0]
+    got = _child(code, env={**env, "DATAMOVE_NUM_THREADS": "5"}).split()[0]
     assert got == "5"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**env, "DATAMOVE_NUM_THREADS": "many"})
@@ -577,7 +575,7 @@ def test_num_threads_setting_and_environment():
 def test_default_threads_follow_the_affinity_mask():
     code = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); import datamove as dm; print(dm.get_num_threads())"
     env = {k: v for k, v in os.environ.items() if k != "DATAMOVE_NUM_THREADS"}
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.strip() == "1"
+    assert _child(code, env=env).strip() == "1"
 
 
 def test_a_missing_core_is_a_clear_error_not_a_slow_fallback():
@@ -591,10 +589,9 @@ def test_a_missing_core_is_a_clear_error_not_a_slow_fallback():
         "except ImportError as exc:\n"
         "    print(exc)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert "datamove's compiled core (datamove._native) is missing" in result.stdout
-    assert "pip install" in result.stdout and "C++17 compiler" in result.stdout
+    stdout = _child(code, timeout=60)
+    assert "datamove's compiled core (datamove._native) is missing" in stdout
+    assert "pip install" in stdout and "C++17 compiler" in stdout
 
 
 def test_malformed_programs_are_refused():
