@@ -1254,12 +1254,13 @@ def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag, have_stream", [("-DDM_PORTABLE", 0), ("-DDM_NO_SSSE3", 1)])
+@pytest.mark.parametrize("flag, have_stream", [("-DDM_PORTABLE", 0), ("-DDM_NO_SSSE3", 1), ("-DDM_NO_AVX512", 1)])
 def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch, flag, have_stream):
     """The core as aarch64 or any non-x86 CPU compiles it (-DDM_PORTABLE: no SSE2 bodies, no streaming stores),
     and as an x86-64 CPU without SSSE3 runs it (-DDM_NO_SSSE3: blocks of 3 narrow words without the byte
-    shuffle), bit for bit against the NumPy engine on every tile: block tiles of 2, 3 and 4 in both
-    groupings, windows, every word width, rows of a 16-byte group and more, streaming asked for."""
+    shuffle) or without AVX-512 (-DDM_NO_AVX512: streamed gathers through the L1 buffer), bit for bit
+    against the NumPy engine on every tile: block tiles of 2, 3 and 4 in both groupings, windows, every
+    word width, rows of a 16-byte group and more, streaming asked for."""
     import importlib.util
     import shlex
     import shutil
@@ -1276,6 +1277,7 @@ def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch, flag, have_str
     portable = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(portable)
     assert portable.HAVE_STREAM == have_stream
+    assert portable.WHOLE_LINES == 0 or flag == "-DDM_NO_SSSE3"
     native_engine.core()
     monkeypatch.setattr(native_engine, "_native", portable)
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
@@ -1423,3 +1425,30 @@ def test_streamed_gathers_join_up_to_16_rows_side_by_side_where_runs_are_long(st
                 op(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (op.__name__, shape, offset)
                 assert not written_outside(), (op.__name__, shape, offset)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("block", [2, 3, 4])
+def test_streamed_gathers_of_wide_words_store_whole_lines(streaming, threads, dtype, block):
+    """Where the CPU has AVX-512F (``WHOLE_LINES``), streamed gathers of 4- and 8-byte words go straight from
+    registers to memory a whole line a store (gather_lines), the partial lines at a run's ends stored
+    plainly; elsewhere the same cases take the L1 buffer. Tiles of one line, of a line and a few positions (a
+    line's positions from two tiles) and of many lines; rows that go on past the block's row loop (NCHW) and
+    right outside the tile (SpaceToBatch with the block on W only); the output at every item offset into a
+    line; pieces cut among threads anywhere: bit for bit the spec's result, nothing written outside it."""
+    item = np.dtype(dtype).itemsize
+    line = 64 // item  # positions a line
+    rng = np.random.default_rng(block * 10 + threads)
+    with _threads(threads):
+        for positions in (line, line + 3, 3 * line - 1, 40 * line + 5):
+            big = positions > 3 * line
+            data = random_array((2, 4, (8 if big else 2) * block, positions * block), np.dtype(dtype), rng)
+            calls = [(dm.space_to_depth, ref.space_to_depth, (mode, block)) for mode in ("blocks_first", "depth_first")]
+            calls += [(dm.space_to_batch, ref.space_to_batch, (shape, (0,) * 4, (0,) * 4))
+                      for shape in ((1, 1, block, block), (1, 1, 1, block))]
+            for op, spec, args in calls:
+                expected = spec(data, *args)
+                offsets = (0, item, 16, 64 - item) if big else _item_offsets(item)
+                _check_at_offsets(lambda out: op(data, *args, out=out, engine="native"), expected, offsets,
+                                  (op.__name__, args, positions))
