@@ -889,7 +889,7 @@ _PATTERN = native_engine._PATTERNS
 
 
 def _run_and_compare(core, program, src, raw, expected, threads, label):
-    for stream in (False, True):
+    for stream in (0, 1, 2):  # plain; streamed where every step streams from registers; streamed
         raw[...] = 0
         core.run(program, native_engine._address(src), native_engine._address(raw), threads, stream)
         assert np.array_equal(raw, expected), (label, stream)
@@ -1452,3 +1452,40 @@ def test_streamed_gathers_of_wide_words_store_whole_lines(streaming, threads, dt
                 offsets = (0, item, 16, 64 - item) if big else _item_offsets(item)
                 _check_at_offsets(lambda out: op(data, *args, out=out, engine="native"), expected, offsets,
                                   (op.__name__, args, positions))
+
+
+def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_registers(monkeypatch):
+    """From REGISTER_STREAM_BYTES up to STREAM_BYTES (a last-level cache larger than the first), a call is
+    streamed only where every step streams straight from registers: copies, fills, scatters of 4- and
+    8-byte words in blocks of 2 or 4, and (where the CPU has AVX-512F) gathers of 4- and 8-byte words;
+    gathers through the L1 buffer (1- and 2-byte words, SpaceToBatch with pads) store plainly. Bit for bit
+    the spec's result either way, at several offsets into a line."""
+    core = native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 1 << 20)
+    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 1 << 10)
+    assert [native_engine.streamed(np.empty(n, np.uint8)) for n in (1 << 9, 1 << 10, 1 << 19, 1 << 20)] == [0, 1, 1, 2]
+    rng = np.random.default_rng(5)
+    lines = bool(core.WHOLE_LINES)
+    pads = ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))
+    cases = [  # op, spec, plan, shape, dtype, args, streamed from registers
+        (dm.depth_to_space, ref.depth_to_space, plans.depth_to_space, (2, 16, 8, 64), np.float32, ("blocks_first", 2), True),
+        (dm.batch_to_space, ref.batch_to_space, plans.batch_to_space, (8, 2, 8, 64), np.float64,
+         ((1, 1, 2, 2), (0, 0, 1, 0), (0, 0, 1, 2)), True),
+        (dm.depth_to_space, ref.depth_to_space, plans.depth_to_space, (2, 18, 8, 64), np.float32, ("depth_first", 3), False),
+        (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 128), np.float32, ("blocks_first", 2), lines),
+        (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 128), np.float64, ("depth_first", 4), lines),
+        (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 256), np.uint8, ("blocks_first", 2), False),
+        (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 4, 30, 126), np.float32, pads, False),
+    ]
+    for op, spec, plan_of, shape, dtype, args, registers in cases:
+        data = random_array(shape, np.dtype(dtype), rng)
+        expected = spec(data, *args)
+        plan = plan_of(data.shape, expected.shape, *[tuple(a) if isinstance(a, tuple) else a for a in args])
+        for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
+            assert native_engine.streamed(out) == 1
+            program = native_engine.program(plan, data, out)
+            assert core.streams(program, native_engine._address(out), True) == (registers and core.streams(
+                program, native_engine._address(out))), (op.__name__, dtype, offset)
+            op(data, *args, out=out, engine="native")
+            assert same_bits(out, expected), (op.__name__, dtype, offset)
+            assert not written_outside(), (op.__name__, dtype, offset)

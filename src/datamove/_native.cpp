@@ -920,9 +920,8 @@ constexpr int64_t kLinesAhead = 1024;
 // Whether a streamed gather of B rows of W-byte words may go straight from registers to memory a whole line
 // a store (gather_lines): every row and side row on the same offset within a line, and tiles of a line or
 // more (a line's positions then span at most two tiles).
-template <int W, int B>
-inline bool lines_fit(const int64_t* at, int64_t n, const Loop& side) {
-    if (!kAvx512 || n < kLine / W || (side.n > 1 && side.d * W % kLine)) return false;
+inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop& side) {
+    if (!kAvx512 || (W != 4 && W != 8) || B < 2 || B > 4 || n < kLine / W || (side.n > 1 && side.d * W % kLine)) return false;
     for (int j = 1; j < B; ++j)
         if ((at[j] - at[0]) * W % kLine) return false;
     return true;
@@ -1023,7 +1022,7 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);  // (windows come here streamed only)
 #if DM_HAVE_AVX512
     if constexpr (sizeof(T) == 4 || sizeof(T) == 8)
-        if (!window && lines_fit<sizeof(T), B>(rows.at, n, side))
+        if (!window && lines_fit(sizeof(T), B, rows.at, n, side))
             return gather_lines<sizeof(T), B>(reinterpret_cast<const char*>(src + a), reinterpret_cast<char*>(dst + b), rows.at,
                                               n, runs, step, side);
 #endif
@@ -1864,11 +1863,25 @@ inline double lone_partial_lines(const Step& st, const char* dst) {
 // the lines written both ways are few. (Steps like that making up the bulk of a program cost more
 // streamed than plain: D2S depth_first with 16 channels, 16 MiB: 0.71 ms plain, 2.54 ms streamed;
 // TensorFlow's NHWC space_to_batch_nd with pads, 4 channels, 64 MiB: 2.9 ms plain, 5.4 streamed.)
-bool streams(Step* steps, int nsteps, const char* dst) {
+// Whether a step streams straight from registers, no L1 buffer in between: copies and fills, scatters of
+// 4- and 8-byte words in blocks of 2 or 4 (scatter_direct), gathers that gather_lines takes.
+inline bool from_registers(const Step& st) {
+    if (st.pattern == CONTIGUOUS || st.pattern == FILL) return true;
+    if (st.pattern == SCATTER || st.pattern == SCATTER_WINDOW) return (st.word == 4 || st.word == 8) && (st.block == 2 || st.block == 4);
+#if DM_HAVE_AVX512
+    if (st.pattern == GATHER)
+        return lines_fit(st.word, st.block, st.at, st.l0.n, side_joined(st) ? st.outer[st.nouter - 1] : Loop{1, 0, 0});
+#endif
+    return false;
+}
+
+// Whether a program streams (its steps' nt set): `registers`, only if every step streams from registers.
+bool streams(Step* steps, int nsteps, const char* dst, bool registers = false) {
     double lone = 0, rough = 0, lines = 0;
+    for (int s = 0; s < nsteps; ++s) steps[s].nt = false;
     for (int s = 0; s < nsteps; ++s) {
         Step& st = steps[s];
-        st.nt = false;
+        if (registers && st.rows && !from_registers(st)) return false;
         if (!st.rows || !st.l1.n || !st.l0.n) continue;
         const double step_lines = (double)st.rows * st.row_cost / kLine;
         lines += step_lines;
@@ -2143,8 +2156,8 @@ bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* tot
 PyObject* py_run(PyObject*, PyObject* args) {
     Py_buffer program;
     unsigned long long src, dst;
-    int threads, stream;
-    if (!PyArg_ParseTuple(args, "y*KKip", &program, &src, &dst, &threads, &stream)) return nullptr;
+    int threads, stream;  // stream: 0 plain, 1 where every step streams from registers, 2 where the steps can
+    if (!PyArg_ParseTuple(args, "y*KKii", &program, &src, &dst, &threads, &stream)) return nullptr;
     const int64_t* p = static_cast<const int64_t*>(program.buf);
     const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
     if (n < 1 || p[0] < 0 || p[0] > kMaxSteps) {
@@ -2163,7 +2176,7 @@ PyObject* py_run(PyObject*, PyObject* args) {
         return nullptr;
     }
     Job job{0, steps, nsteps, total, reinterpret_cast<char*>(src), reinterpret_cast<char*>(dst),
-            stream != 0 && DM_HAVE_STREAM && streams(steps, nsteps, reinterpret_cast<char*>(dst)), 1};
+            stream != 0 && DM_HAVE_STREAM && streams(steps, nsteps, reinterpret_cast<char*>(dst), stream == 1), 1};
     threads = std::max(1, std::min(threads, kMaxThreads));
     Py_BEGIN_ALLOW_THREADS run_job(job, threads);
     Py_END_ALLOW_THREADS delete[] steps;
@@ -2219,13 +2232,14 @@ PyObject* py_workers(PyObject*, PyObject*) { return PyLong_FromLong(pool.workers
 PyObject* py_streams(PyObject*, PyObject* args) {
     Py_buffer program;
     unsigned long long dst;
-    if (!PyArg_ParseTuple(args, "y*K", &program, &dst)) return nullptr;
+    int registers = 0;
+    if (!PyArg_ParseTuple(args, "y*K|p", &program, &dst, &registers)) return nullptr;
     const int64_t* p = static_cast<const int64_t*>(program.buf);
     const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
     Step* steps = (n >= 1 && p[0] >= 0 && p[0] <= kMaxSteps) ? new (std::nothrow) Step[p[0] ? p[0] : 1] : nullptr;
     int64_t total = 0;
     const bool ok = steps != nullptr && parse(p, n, steps, (int)p[0], &total);
-    const bool result = ok && DM_HAVE_STREAM && streams(steps, (int)p[0], reinterpret_cast<char*>(dst));
+    const bool result = ok && DM_HAVE_STREAM && streams(steps, (int)p[0], reinterpret_cast<char*>(dst), registers != 0);
     delete[] steps;
     PyBuffer_Release(&program);
     if (!ok) {
@@ -2251,12 +2265,14 @@ PyObject* py_lowest(PyObject*, PyObject* array) {
 PyMethodDef methods[] = {
     {"lowest", py_lowest, METH_O, "lowest(array): the lowest address of the array's elements (buffer protocol)."},
     {"run", py_run, METH_VARARGS,
-     "run(program, src_address, dst_address, threads, stream): execute a lowered program (see the file's header)."},
+     "run(program, src_address, dst_address, threads, stream): execute a lowered program (see the file's header); "
+     "stream: 0 plain stores, 1 streaming where every step streams from registers, 2 streaming where the steps can."},
     {"cache_bytes", py_cache_bytes, METH_NOARGS,
      "The size in bytes of the last-level cache instance cpu0 shares (sysfs, else sysconf), or 0 when unknown."},
     {"workers", py_workers, METH_NOARGS, "The pool's started worker threads in this process (0 in a new fork)."},
     {"streams", py_streams, METH_VARARGS,
-     "streams(program, dst_address): whether run() with stream=True streams this program's stores (every piece whole)."},
+     "streams(program, dst_address, registers=False): whether run() with stream=2 (registers: 1) streams this "
+     "program's stores (every piece whole)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -74,6 +74,15 @@ _PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "fill": 4
 #: plain but 2.1x streamed (the output would have stayed in cache).
 STREAM_BYTES: Optional[int] = None  # set when the core loads
 
+#: Output size from which, below :data:`STREAM_BYTES`, the programs whose every step streams straight
+#: from registers (copies, fills, scatters of 4- and 8-byte words in blocks of 2 or 4, and gathers of 4-
+#: and 8-byte words where the CPU has AVX-512F) are streamed too. A last-level cache larger than this is
+#: shared with cores other programs (or, in a virtual machine, other machines) hold: on a 2-core Intel
+#: Xeon VM with a 300 MiB L3, 64 and 128 MiB cases took 0.69-1.11x the copy floor streamed this way
+#: against 0.91-1.63x plain (same process, in turns), while the gathers through an L1 buffer (1- and 2-byte
+#: words, SpaceToBatch with pads) read 1.19-1.61x streamed against 1.08-1.49x plain, and stay plain.
+REGISTER_STREAM_BYTES = 32 << 20
+
 # A nest whose rows are fewer than this has its innermost loop cut into
 # chunks of _CHUNK_WORDS, so the threads can share it.
 _MIN_ROWS = 64
@@ -119,14 +128,14 @@ def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int,
 
 
 def _windowed(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
-              addresses: Tuple[int, int], streamed: bool) -> Optional[List[List[int]]]:
+              addresses: Tuple[int, int], streamed: int) -> Optional[List[List[int]]]:
     """The steps of ``plan.windows`` and ``plan.window_fills``, or None if a window cannot be lowered."""
     steps = []
     for window in plan.windows:
         nest = lower_window(data, out, window, addresses)
         if nest is None:
             return None
-        loops = fan_out_first(nest.loops, nest.word) if streamed and nest.pattern == "scatter_window" else nest.loops
+        loops = fan_out_first(nest.loops, nest.word) if streamed == 2 and nest.pattern == "scatter_window" else nest.loops
         steps.append(_step(nest.pattern, nest.word, nest.block, nest.lo, nest.hi, nest.src_start, nest.dst_start, loops))
     for view in plan.window_fills:
         fill = lower_fill(out, view, widest=16, address=addresses[1])
@@ -134,15 +143,17 @@ def _windowed(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
     return steps
 
 
-def streamed(out: np.ndarray) -> bool:
-    """Whether the core writes ``out`` around the cache (where the CPU can): from :data:`STREAM_BYTES`."""
+def streamed(out: np.ndarray) -> int:
+    """How the core writes ``out``: 2 around the cache where the CPU can (from :data:`STREAM_BYTES`), 1 the
+    same where every step streams straight from registers (from :data:`REGISTER_STREAM_BYTES`), 0 plainly."""
     if STREAM_BYTES is None:
         core()
-    return out.nbytes >= (STREAM_BYTES or 0)
+    size = out.nbytes
+    return 2 if size >= (STREAM_BYTES or 0) else int(size >= REGISTER_STREAM_BYTES)
 
 
 def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[Tuple[int, int]] = None,
-            stream: Optional[bool] = None) -> bytes:
+            stream: Optional[int] = None) -> bytes:
     """``plan`` on these arrays as the compiled core's program (see ``_native.cpp``).
 
     Kept per (plan, layouts, item size, alignments, streamed): a repeated call skips the lowering.
@@ -162,7 +173,7 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
         steps = []
         for src, dst in plan.copies:
             copy = lower(data, out, src, dst, widest=16, addresses=addresses)
-            loops = fan_out_first(copy.loops, copy.word) if stream and copy.pattern == "scatter" else copy.loops
+            loops = fan_out_first(copy.loops, copy.word) if stream == 2 and copy.pattern == "scatter" else copy.loops
             steps += _split(copy.pattern, copy.word, copy.block, copy.src_start, copy.dst_start, loops)
         for view in plan.fills:
             fill = lower_fill(out, view, widest=16, address=addresses[1])
