@@ -1428,12 +1428,13 @@ def test_streamed_gathers_join_up_to_16_rows_side_by_side_where_runs_are_long(st
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.int64])
 @pytest.mark.parametrize("block", [2, 3, 4])
-def test_streamed_gathers_of_wide_words_store_whole_lines(streaming, threads, dtype, block):
+def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
     """Where the CPU has AVX-512F (``WHOLE_LINES``), streamed gathers of 4- and 8-byte words go straight from
-    registers to memory a whole line a store (gather_lines), the partial lines at a run's ends stored
-    plainly; elsewhere the same cases take the L1 buffer. Tiles of one line, of a line and a few positions (a
+    registers to memory a whole line a store (gather_lines), and with AVX-512BW and VBMI too
+    (``WHOLE_NARROW_LINES``) those of 1- and 2-byte words (gather_narrow_lines), the partial lines at a run's
+    ends stored plainly; elsewhere the same cases take the L1 buffer. Tiles of one line, of a line and a few positions (a
     line's positions from two tiles) and of many lines; rows that go on past the block's row loop (NCHW) and
     right outside the tile (SpaceToBatch with the block on W only); the output at every item offset into a
     line; pieces cut among threads anywhere: bit for bit the spec's result, nothing written outside it."""
@@ -1457,8 +1458,9 @@ def test_streamed_gathers_of_wide_words_store_whole_lines(streaming, threads, dt
 def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_registers(monkeypatch):
     """From REGISTER_STREAM_BYTES up to STREAM_BYTES (a last-level cache larger than the first), a call is
     streamed only where every step streams straight from registers: copies, fills, scatters of 4- and
-    8-byte words in blocks of 2 or 4, and (where the CPU has AVX-512F) gathers of 4- and 8-byte words;
-    gathers through the L1 buffer (1- and 2-byte words, SpaceToBatch with pads) store plainly. Bit for bit
+    8-byte words in blocks of 2 or 4, and (where the CPU has AVX-512) gathers stored a whole line at a time;
+    SpaceToBatch's windows with no padding count as gathers; gathers through the L1 buffer (SpaceToBatch
+    with pads; without AVX-512, all of them) store plainly. Bit for bit
     the spec's result either way, at several offsets into a line."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 1 << 20)
@@ -1474,8 +1476,11 @@ def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_regi
         (dm.depth_to_space, ref.depth_to_space, plans.depth_to_space, (2, 18, 8, 64), np.float32, ("depth_first", 3), False),
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 128), np.float32, ("blocks_first", 2), lines),
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 128), np.float64, ("depth_first", 4), lines),
-        (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 256), np.uint8, ("blocks_first", 2), False),
+        (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 256), np.uint8, ("blocks_first", 2),
+         bool(core.WHOLE_NARROW_LINES)),
         (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 4, 30, 126), np.float32, pads, False),
+        (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 4, 32, 512), np.uint8,
+         ((1, 1, 4, 4), (0,) * 4, (0,) * 4), bool(core.WHOLE_NARROW_LINES)),  # a window with no padding: a gather
     ]
     for op, spec, plan_of, shape, dtype, args, registers in cases:
         data = random_array(shape, np.dtype(dtype), rng)

@@ -31,7 +31,8 @@
 // where the CPU has them (x86-64: SSE2 movntdq), as memcpy does, so the output's
 // lines are not read before they are written; elsewhere plain stores. Where the
 // CPU has AVX-512F, streamed gathers of 4- and 8-byte words store whole lines
-// straight from registers (gather_lines) instead of through an L1 buffer.
+// straight from registers (gather_lines) instead of through an L1 buffer, and
+// where it has AVX-512BW and VBMI too, those of 1- and 2-byte words.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -910,6 +911,8 @@ inline void gather_window_part(const T* src, T* dst, int64_t a, int64_t b, int64
 
 #if DM_HAVE_AVX512
 const bool kAvx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
+// AVX-512BW's masked byte loads and VBMI's byte permutes: gather_lines of 1- and 2-byte words.
+const bool kAvx512Bytes = kAvx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
 
 // How far ahead of its loads gather_lines asks for each input line: 1 KiB. SpaceToDepth blocks_first,
 // 1 GiB into NumPy's out=, on the 2-core Intel Xeon, same process, in turns with the copy floor: two tiles
@@ -921,7 +924,9 @@ constexpr int64_t kLinesAhead = 1024;
 // a store (gather_lines): every row and side row on the same offset within a line, and tiles of a line or
 // more (a line's positions then span at most two tiles).
 inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop& side) {
-    if (!kAvx512 || (W != 4 && W != 8) || B < 2 || B > 4 || n < kLine / W || (side.n > 1 && side.d * W % kLine)) return false;
+    if (!(W >= 4 ? kAvx512 : kAvx512Bytes) || (W & (W - 1)) || W > 8 || B < 2 || B > 4 || n < kLine / W ||
+        (side.n > 1 && side.d * W % kLine))
+        return false;
     for (int j = 1; j < B; ++j)
         if ((at[j] - at[0]) * W % kLine) return false;
     return true;
@@ -1004,6 +1009,89 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
 }
 #endif
 
+#if DM_HAVE_AVX512
+#define DM_NARROW __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+template <int W>
+DM_NARROW __attribute__((always_inline)) inline __m512i narrow_permute(__m512i a, __m512i idx, __m512i b) {
+    if constexpr (W == 1) return _mm512_permutex2var_epi8(a, idx, b);
+    else return _mm512_permutex2var_epi16(a, idx, b);
+}
+
+// The lanes of `mine` from own, the others from next.
+template <int W, typename Mask>
+DM_NARROW __attribute__((always_inline)) inline __m512i narrow_load(Mask mine, const char* own, const char* next) {
+    if constexpr (W == 1) return _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(mine, own), (Mask)~mine, next);
+    else return _mm512_mask_loadu_epi16(_mm512_maskz_loadu_epi16(mine, own), (Mask)~mine, next);
+}
+
+// gather_lines for B = 2, 3 or 4 rows of W = 1 or 2 bytes: lanes of one word, VBMI's byte permutes or
+// AVX-512BW's word permutes, BW's masked loads (where the CPU has all three: kAvx512Bytes).
+template <int W, int B>
+DM_NARROW DM_NOINLINE void gather_narrow_lines(
+    const char* src, char* dst, const int64_t* at, int64_t n, int64_t runs, int64_t step, Loop side) {
+    constexpr int L = kLine / W;  // positions (lanes) a line
+    using Lane = std::conditional_t<W == 1, int8_t, int16_t>;
+    using Mask = std::conditional_t<W == 1, __mmask64, __mmask32>;
+    const int64_t total = n * runs;
+    __m512i pick[B], then[B];  // as in gather_lines, in lanes of one word
+    for (int j = 0; j < B; ++j) {
+        alignas(64) Lane idx[L], rest[L];
+        for (int k = 0; k < L; ++k) {
+            const int lane = (B == 4 ? k % (L / 2) : k) * B + j;
+            idx[k] = (Lane)(lane & (2 * L - 1));
+            rest[k] = (Lane)(lane < 2 * L ? k : L + (lane - 2 * L));
+        }
+        pick[j] = _mm512_load_si512(idx);
+        then[j] = _mm512_load_si512(rest);
+    }
+    const int64_t lead = (int64_t)(reinterpret_cast<uintptr_t>(dst + at[0] * W) & (kLine - 1)) / W;
+    const int64_t first = std::min<int64_t>(total, (L - lead) % L);
+    const int64_t last = first + (total - first) / L * L;
+    auto plain = [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+            const int64_t tile = i / n, t = i - tile * n;
+            for (int64_t m = 0; m < side.n; ++m)
+                for (int j = 0; j < B; ++j)
+                    std::memcpy(dst + (m * side.d + at[j] + i) * W, src + (tile * step + m * side.s + t * B + j) * W, W);
+        }
+    };
+    plain(0, first);
+    int64_t tile = first / n, t = first - tile * n;
+    for (int64_t i = first; i < last; i += L) {
+        const int64_t cut = std::min<int64_t>(n - t, L) * B;  // lanes from this tile; the rest from the next
+        for (int64_t m = 0; m < side.n; ++m) {
+            const char* pa = src + (tile * step + m * side.s + t * B) * W;
+            const char* pb = src + ((tile + 1) * step + m * side.s - cut) * W;
+            __m512i z[B];
+            for (int v = 0; v < B; ++v) {
+                _mm_prefetch(pa + 64 * v + kLinesAhead, _MM_HINT_T0);
+                if (cut == (int64_t)B * L) {
+                    z[v] = _mm512_loadu_si512(pa + 64 * v);
+                } else {
+                    const int64_t own = std::max<int64_t>(0, std::min<int64_t>(L, cut - (int64_t)L * v));
+                    const Mask mine = own == L ? (Mask)~(Mask)0 : (Mask)(((Mask)1 << own) - 1);
+                    z[v] = narrow_load<W>(mine, pa + 64 * v, pb + 64 * v);
+                }
+            }
+            for (int j = 0; j < B; ++j) {
+                __m512i line;
+                if (B == 2) {
+                    line = narrow_permute<W>(z[0], pick[j], z[1]);
+                } else if (B == 3) {
+                    line = narrow_permute<W>(narrow_permute<W>(z[0], pick[j], z[1]), then[j], z[B - 1]);
+                } else {
+                    line = _mm512_shuffle_i64x2(narrow_permute<W>(z[0], pick[j], z[1]), narrow_permute<W>(z[B - 2], pick[j], z[B - 1]), 0x44);
+                }
+                _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * side.d + at[j] + i) * W), line);
+            }
+        }
+        t += L;
+        if (t >= n) t -= n, ++tile;
+    }
+    plain(last, total);
+}
+#endif
+
 // GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out. Streamed, it
 // takes `runs` tiles at once whose rows go on in dst where the last one stopped (the loop around the
 // tile steps dst by n and src by `step`): they fill the buffer together, so each output row is streamed
@@ -1021,10 +1109,13 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
                    int64_t runs = 1, int64_t step = 0, Loop side = Loop{1, 0, 0}, const Step* window = nullptr) {
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);  // (windows come here streamed only)
 #if DM_HAVE_AVX512
-    if constexpr (sizeof(T) == 4 || sizeof(T) == 8)
-        if (!window && lines_fit(sizeof(T), B, rows.at, n, side))
-            return gather_lines<sizeof(T), B>(reinterpret_cast<const char*>(src + a), reinterpret_cast<char*>(dst + b), rows.at,
-                                              n, runs, step, side);
+    if constexpr (sizeof(T) <= 8)
+        if ((!window || (window->first == 0 && window->last == n)) && lines_fit(sizeof(T), B, rows.at, n, side)) {
+            const char* from = reinterpret_cast<const char*>(src + a);
+            char* to = reinterpret_cast<char*>(dst + b);
+            if constexpr (sizeof(T) >= 4) return gather_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side);
+            else return gather_narrow_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side);
+        }
 #endif
     // A chunk of K positions a row, side.n * B rows: the buffer of B rows of kGatherChunkBytes shared among them
     T* buf = reinterpret_cast<T*>(scratch);
@@ -1864,13 +1955,17 @@ inline double lone_partial_lines(const Step& st, const char* dst) {
 // streamed than plain: D2S depth_first with 16 channels, 16 MiB: 0.71 ms plain, 2.54 ms streamed;
 // TensorFlow's NHWC space_to_batch_nd with pads, 4 channels, 64 MiB: 2.9 ms plain, 5.4 streamed.)
 // Whether a step streams straight from registers, no L1 buffer in between: copies and fills, scatters of
-// 4- and 8-byte words in blocks of 2 or 4 (scatter_direct), gathers that gather_lines takes.
+// 4- and 8-byte words in blocks of 2 or 4 (scatter_direct), gathers that gather_lines or
+// gather_narrow_lines take.
 inline bool from_registers(const Step& st) {
     if (st.pattern == CONTIGUOUS || st.pattern == FILL) return true;
     if (st.pattern == SCATTER || st.pattern == SCATTER_WINDOW) return (st.word == 4 || st.word == 8) && (st.block == 2 || st.block == 4);
 #if DM_HAVE_AVX512
-    if (st.pattern == GATHER)
-        return lines_fit(st.word, st.block, st.at, st.l0.n, side_joined(st) ? st.outer[st.nouter - 1] : Loop{1, 0, 0});
+    // (gather windows with no padding in their rows, taken as runs: gather treats them as gathers)
+    const bool whole_window = runs_of_windows(st) && st.first == 0 && st.last == st.l0.n && (rows_go_on(st) || side_joined(st));
+    if (st.pattern == GATHER || whole_window)
+        return lines_fit(st.word, st.block, st.pattern == GATHER ? st.at : Rows<4>(st.l1.d).at, st.l0.n,
+                         side_joined(st) ? st.outer[st.nouter - 1] : Loop{1, 0, 0});
 #endif
     return false;
 }
@@ -2285,10 +2380,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (m == nullptr) return nullptr;
     if (PyModule_AddIntConstant(m, "HAVE_STREAM", DM_HAVE_STREAM) < 0) return nullptr;
 #if DM_HAVE_AVX512
-    const int lines = kAvx512;
+    const int lines = kAvx512, narrow = kAvx512Bytes;
 #else
-    const int lines = 0;
+    const int lines = 0, narrow = 0;
 #endif
-    if (PyModule_AddIntConstant(m, "WHOLE_LINES", lines) < 0) return nullptr;  // gather_lines runs on this CPU
+    // gather_lines runs on this CPU (4- and 8-byte words), and gather_narrow_lines (1- and 2-byte words)
+    if (PyModule_AddIntConstant(m, "WHOLE_LINES", lines) < 0) return nullptr;
+    if (PyModule_AddIntConstant(m, "WHOLE_NARROW_LINES", narrow) < 0) return nullptr;
     return m;
 }

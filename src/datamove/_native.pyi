@@ -2,6 +2,7 @@
 
 HAVE_STREAM: int  # 1 where the build has streaming stores (x86-64)
 WHOLE_LINES: int  # 1 where streamed gathers of 4- and 8-byte words store whole lines from registers (AVX-512F)
+WHOLE_NARROW_LINES: int  # 1 where those of 1- and 2-byte words do too (AVX-512BW and VBMI)
 
 def run(program: bytes, src_address: int, dst_address: int, threads: int, stream: int, /) -> None: ...
 def cache_bytes() -> int: ...
