@@ -1436,8 +1436,9 @@ def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
     (``WHOLE_NARROW_LINES``) those of 1- and 2-byte words (gather_narrow_lines), the partial lines at a run's
     ends stored plainly; elsewhere the same cases take the L1 buffer. Tiles of one line, of a line and a few positions (a
     line's positions from two tiles) and of many lines; rows that go on past the block's row loop (NCHW) and
-    right outside the tile (SpaceToBatch with the block on W only); the output at every item offset into a
-    line; pieces cut among threads anywhere: bit for bit the spec's result, nothing written outside it."""
+    right outside the tile (SpaceToBatch with the block on W only); SpaceToBatch's windows with pads (zeros
+    in the loads); the output at every item offset into a line; pieces cut among threads anywhere: bit for
+    bit the spec's result, nothing written outside it."""
     item = np.dtype(dtype).itemsize
     line = 64 // item  # positions a line
     rng = np.random.default_rng(block * 10 + threads)
@@ -1448,6 +1449,8 @@ def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
             calls = [(dm.space_to_depth, ref.space_to_depth, (mode, block)) for mode in ("blocks_first", "depth_first")]
             calls += [(dm.space_to_batch, ref.space_to_batch, (shape, (0,) * 4, (0,) * 4))
                       for shape in ((1, 1, block, block), (1, 1, 1, block))]
+            calls += [(dm.space_to_batch, ref.space_to_batch, ((1, 1, block, block), (0, 0, 1, 1), (0, 0, block - 1, block - 1))),
+                      (dm.space_to_batch, ref.space_to_batch, ((1, 1, 1, block), (0, 0, 0, 2), (0, 0, 0, block - 2)))]
             for op, spec, args in calls:
                 expected = spec(data, *args)
                 offsets = (0, item, 16, 64 - item) if big else _item_offsets(item)
@@ -1458,10 +1461,10 @@ def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
 def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_registers(monkeypatch):
     """From REGISTER_STREAM_BYTES up to STREAM_BYTES (a last-level cache larger than the first), a call is
     streamed only where every step streams straight from registers: copies, fills, scatters of 4- and
-    8-byte words in blocks of 2 or 4, and (where the CPU has AVX-512) gathers stored a whole line at a time;
-    SpaceToBatch's windows with no padding count as gathers; gathers through the L1 buffer (SpaceToBatch
-    with pads; without AVX-512, all of them) store plainly. Bit for bit
-    the spec's result either way, at several offsets into a line."""
+    8-byte words in blocks of 2 or 4, and (where the CPU has AVX-512) gathers and SpaceToBatch's windows
+    stored a whole line at a time, padding and all; scatters of blocks of 3, and without AVX-512 every
+    gather (through the L1 buffer), store plainly. Bit for bit the spec's result either way, at several
+    offsets into a line."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 1 << 20)
     monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 1 << 10)
@@ -1478,9 +1481,9 @@ def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_regi
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 128), np.float64, ("depth_first", 4), lines),
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 256), np.uint8, ("blocks_first", 2),
          bool(core.WHOLE_NARROW_LINES)),
-        (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 4, 30, 126), np.float32, pads, False),
+        (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 4, 30, 126), np.float32, pads, lines),
         (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 4, 32, 512), np.uint8,
-         ((1, 1, 4, 4), (0,) * 4, (0,) * 4), bool(core.WHOLE_NARROW_LINES)),  # a window with no padding: a gather
+         ((1, 1, 4, 4), (0,) * 4, (0,) * 4), bool(core.WHOLE_NARROW_LINES)),
     ]
     for op, spec, plan_of, shape, dtype, args, registers in cases:
         data = random_array(shape, np.dtype(dtype), rng)

@@ -932,6 +932,51 @@ inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop
     return true;
 }
 
+// The words lo <= w < hi of each tile's row that a run of gather tiles reads; the others are zeros
+// (SpaceToBatch's padding, in gather windows). A gather reads them all.
+struct Bounds {
+    int64_t lo, hi;
+};
+
+// Positions [i0, i1) of every row of a run of gather tiles (see gather_lines), stored plainly.
+template <int W, int B>
+inline void gather_positions(const char* src, char* dst, const int64_t* at, int64_t n, int64_t step, const Loop& side,
+                             Bounds w, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+        const int64_t tile = i / n, t = i - tile * n;
+        for (int64_t m = 0; m < side.n; ++m)
+            for (int j = 0; j < B; ++j) {
+                char* o = dst + (m * side.d + at[j] + i) * W;
+                const int64_t word = t * B + j;
+                if (w.lo <= word && word < w.hi) {
+                    std::memcpy(o, src + (tile * step + m * side.s + word) * W, W);
+                } else {
+                    std::memset(o, 0, W);
+                }
+            }
+    }
+}
+
+// Which lanes of input vector v (`per` lanes a vector, `h` a word) of a line whose positions start at t in
+// their tile are loaded: `own`, those of this tile (its first `cut` lanes), `next`, those of the next tile
+// (the rest), each only inside the window's words (the others are zeros; `padded`: the window has any).
+__attribute__((always_inline)) inline void line_lanes(int64_t v, int64_t per, int64_t h, int64_t cut, int64_t t, int64_t B, Bounds w, bool padded,
+                       uint64_t* own, uint64_t* next) {
+    const uint64_t all = per == 64 ? ~0ull : (1ull << per) - 1;
+    if (!padded) {  // (the common case, kept short: the first `cut` lanes from this tile, the others from the next)
+        const int64_t mine = std::max<int64_t>(0, std::min(per, cut - v * per));
+        *own = mine == 64 ? ~0ull : (1ull << mine) - 1;
+        *next = all & ~*own;
+        return;
+    }
+    auto bits = [per, v](int64_t a, int64_t b) -> uint64_t {  // the line's lanes [a, b) that fall in vector v
+        a = std::max(a, v * per) - v * per, b = std::min(b, (v + 1) * per) - v * per;
+        return a >= b ? 0 : (b - a >= 64 ? ~0ull : (1ull << (b - a)) - 1) << a;
+    };
+    *own = bits(std::max<int64_t>(0, (w.lo - t * B) * h), std::min(cut, (w.hi - t * B) * h));
+    *next = bits(std::max(cut, cut + w.lo * h), cut + w.hi * h);
+}
+
 // A streamed GATHER of B = 2, 3 or 4 rows of W = 4 or 8 bytes straight from registers: each whole output line
 // is B vectors of input deinterleaved by permutes and stored at once around the cache (one 64-byte
 // streaming store: no partial line waits in a write-combining buffer, and no L1 buffer in between); the
@@ -941,7 +986,7 @@ inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop
 // process, in turns with the copy floor: see the README.
 template <int W, int B>
 __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src, char* dst, const int64_t* at, int64_t n,
-                                                                 int64_t runs, int64_t step, Loop side) {
+                                                                 int64_t runs, int64_t step, Loop side, Bounds w) {
     constexpr int L = kLine / W;      // positions a line
     constexpr int H = W / 4;          // 32-bit lanes a word
     const int64_t total = n * runs;
@@ -962,30 +1007,24 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
     const int64_t lead = (int64_t)(reinterpret_cast<uintptr_t>(dst + at[0] * W) & (kLine - 1)) / W;
     const int64_t first = std::min<int64_t>(total, (L - lead) % L);
     const int64_t last = first + (total - first) / L * L;
-    auto plain = [&](int64_t i0, int64_t i1) {  // positions [i0, i1) of every row, stored plainly
-        for (int64_t i = i0; i < i1; ++i) {
-            const int64_t tile = i / n, t = i - tile * n;
-            for (int64_t m = 0; m < side.n; ++m)
-                for (int j = 0; j < B; ++j)
-                    std::memcpy(dst + (m * side.d + at[j] + i) * W, src + (tile * step + m * side.s + t * B + j) * W, W);
-        }
-    };
-    plain(0, first);
+    gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
+    const bool padded = w.lo > 0 || w.hi < n * B;
     int64_t tile = first / n, t = first - tile * n;
     for (int64_t i = first; i < last; i += L) {
         const int64_t cut = std::min<int64_t>(n - t, L) * B * H;  // lanes from this tile; the rest from the next
+        const bool inside = cut == B * 16 && w.lo <= t * B && (t + L) * B <= w.hi;
         for (int64_t m = 0; m < side.n; ++m) {
             const int32_t* pa = reinterpret_cast<const int32_t*>(src + (tile * step + m * side.s + t * B) * W);
             const int32_t* pb = reinterpret_cast<const int32_t*>(src + ((tile + 1) * step + m * side.s) * W) - cut;
             for (int v = 0; v < B; ++v) _mm_prefetch(reinterpret_cast<const char*>(pa + 16 * v) + kLinesAhead, _MM_HINT_T0);
             __m512i z[B];
             for (int v = 0; v < B; ++v) {
-                if (cut == B * 16) {
+                if (inside) {
                     z[v] = _mm512_loadu_si512(pa + 16 * v);
                 } else {
-                    const int64_t own = std::max<int64_t>(0, std::min<int64_t>(16, cut - 16 * v));
-                    const __mmask16 mine = (__mmask16)((1u << own) - 1);
-                    z[v] = _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32(mine, pa + 16 * v), (__mmask16)~mine, pb + 16 * v);
+                    uint64_t own, next;
+                    line_lanes(v, 16, H, cut, t, B, w, padded, &own, &next);
+                    z[v] = _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32((__mmask16)own, pa + 16 * v), (__mmask16)next, pb + 16 * v);
                 }
             }
             for (int j = 0; j < B; ++j) {
@@ -1005,7 +1044,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
         t += L;
         if (t >= n) t -= n, ++tile;
     }
-    plain(last, total);
+    gather_positions<W, B>(src, dst, at, n, step, side, w, last, total);
 }
 #endif
 
@@ -1017,18 +1056,18 @@ DM_NARROW __attribute__((always_inline)) inline __m512i narrow_permute(__m512i a
     else return _mm512_permutex2var_epi16(a, idx, b);
 }
 
-// The lanes of `mine` from own, the others from next.
+// The lanes of `mine` from here, those of `theirs` from there, the others zeros.
 template <int W, typename Mask>
-DM_NARROW __attribute__((always_inline)) inline __m512i narrow_load(Mask mine, const char* own, const char* next) {
-    if constexpr (W == 1) return _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(mine, own), (Mask)~mine, next);
-    else return _mm512_mask_loadu_epi16(_mm512_maskz_loadu_epi16(mine, own), (Mask)~mine, next);
+DM_NARROW __attribute__((always_inline)) inline __m512i narrow_load(Mask mine, Mask theirs, const char* here, const char* there) {
+    if constexpr (W == 1) return _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(mine, here), theirs, there);
+    else return _mm512_mask_loadu_epi16(_mm512_maskz_loadu_epi16(mine, here), theirs, there);
 }
 
 // gather_lines for B = 2, 3 or 4 rows of W = 1 or 2 bytes: lanes of one word, VBMI's byte permutes or
 // AVX-512BW's word permutes, BW's masked loads (where the CPU has all three: kAvx512Bytes).
 template <int W, int B>
 DM_NARROW DM_NOINLINE void gather_narrow_lines(
-    const char* src, char* dst, const int64_t* at, int64_t n, int64_t runs, int64_t step, Loop side) {
+    const char* src, char* dst, const int64_t* at, int64_t n, int64_t runs, int64_t step, Loop side, Bounds w) {
     constexpr int L = kLine / W;  // positions (lanes) a line
     using Lane = std::conditional_t<W == 1, int8_t, int16_t>;
     using Mask = std::conditional_t<W == 1, __mmask64, __mmask32>;
@@ -1047,30 +1086,24 @@ DM_NARROW DM_NOINLINE void gather_narrow_lines(
     const int64_t lead = (int64_t)(reinterpret_cast<uintptr_t>(dst + at[0] * W) & (kLine - 1)) / W;
     const int64_t first = std::min<int64_t>(total, (L - lead) % L);
     const int64_t last = first + (total - first) / L * L;
-    auto plain = [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-            const int64_t tile = i / n, t = i - tile * n;
-            for (int64_t m = 0; m < side.n; ++m)
-                for (int j = 0; j < B; ++j)
-                    std::memcpy(dst + (m * side.d + at[j] + i) * W, src + (tile * step + m * side.s + t * B + j) * W, W);
-        }
-    };
-    plain(0, first);
+    gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
+    const bool padded = w.lo > 0 || w.hi < n * B;
     int64_t tile = first / n, t = first - tile * n;
     for (int64_t i = first; i < last; i += L) {
         const int64_t cut = std::min<int64_t>(n - t, L) * B;  // lanes from this tile; the rest from the next
+        const bool inside = cut == B * L && w.lo <= t * B && (t + L) * B <= w.hi;
         for (int64_t m = 0; m < side.n; ++m) {
             const char* pa = src + (tile * step + m * side.s + t * B) * W;
             const char* pb = src + ((tile + 1) * step + m * side.s - cut) * W;
             __m512i z[B];
             for (int v = 0; v < B; ++v) {
                 _mm_prefetch(pa + 64 * v + kLinesAhead, _MM_HINT_T0);
-                if (cut == (int64_t)B * L) {
+                if (inside) {
                     z[v] = _mm512_loadu_si512(pa + 64 * v);
                 } else {
-                    const int64_t own = std::max<int64_t>(0, std::min<int64_t>(L, cut - (int64_t)L * v));
-                    const Mask mine = own == L ? (Mask)~(Mask)0 : (Mask)(((Mask)1 << own) - 1);
-                    z[v] = narrow_load<W>(mine, pa + 64 * v, pb + 64 * v);
+                    uint64_t own, next;
+                    line_lanes(v, L, 1, cut, t, B, w, padded, &own, &next);
+                    z[v] = narrow_load<W>((Mask)own, (Mask)next, pa + 64 * v, pb + 64 * v);
                 }
             }
             for (int j = 0; j < B; ++j) {
@@ -1088,7 +1121,7 @@ DM_NARROW DM_NOINLINE void gather_narrow_lines(
         t += L;
         if (t >= n) t -= n, ++tile;
     }
-    plain(last, total);
+    gather_positions<W, B>(src, dst, at, n, step, side, w, last, total);
 }
 #endif
 
@@ -1110,11 +1143,12 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);  // (windows come here streamed only)
 #if DM_HAVE_AVX512
     if constexpr (sizeof(T) <= 8)
-        if ((!window || (window->first == 0 && window->last == n)) && lines_fit(sizeof(T), B, rows.at, n, side)) {
+        if (lines_fit(sizeof(T), B, rows.at, n, side)) {
             const char* from = reinterpret_cast<const char*>(src + a);
             char* to = reinterpret_cast<char*>(dst + b);
-            if constexpr (sizeof(T) >= 4) return gather_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side);
-            else return gather_narrow_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side);
+            const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};
+            if constexpr (sizeof(T) >= 4) return gather_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
+            else return gather_narrow_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
         }
 #endif
     // A chunk of K positions a row, side.n * B rows: the buffer of B rows of kGatherChunkBytes shared among them
@@ -1257,6 +1291,11 @@ inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step
     const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, d1 = st.l1.d, d0 = st.l0.d, lo = st.lo, hi = st.hi;
     const int64_t first = st.first, last = st.last;
     if (!NT || !B || d0 != 1) return gather_window_part<T, B>(src, dst, a, b, d1, d0, size, 0, n0, first, last, lo, hi);
+#if DM_HAVE_AVX512
+    if constexpr (B >= 2 && sizeof(T) <= 8)
+        if (lines_fit(sizeof(T), B, Rows<B>(d1).at, n0, Loop{1, 0, 0}))  // a whole line a store, padding and all
+            return gather<T, B, NT>(src, dst, a, b, Rows<B>(d1), n0, st.scratch, 1, 0, Loop{1, 0, 0}, &st);
+#endif
     constexpr int64_t K = kChunkBytes / sizeof(T);
     T* buf = reinterpret_cast<T*>(st.scratch);  // (B ? B : 1) * K
     int64_t next = first_chunk(dst + b, sizeof(T), 1, K, n0);
@@ -1961,9 +2000,8 @@ inline bool from_registers(const Step& st) {
     if (st.pattern == CONTIGUOUS || st.pattern == FILL) return true;
     if (st.pattern == SCATTER || st.pattern == SCATTER_WINDOW) return (st.word == 4 || st.word == 8) && (st.block == 2 || st.block == 4);
 #if DM_HAVE_AVX512
-    // (gather windows with no padding in their rows, taken as runs: gather treats them as gathers)
-    const bool whole_window = runs_of_windows(st) && st.first == 0 && st.last == st.l0.n && (rows_go_on(st) || side_joined(st));
-    if (st.pattern == GATHER || whole_window)
+    // (gather windows go through gather too, their padding as zeros in the loads)
+    if (st.pattern == GATHER || runs_of_windows(st))
         return lines_fit(st.word, st.block, st.pattern == GATHER ? st.at : Rows<4>(st.l1.d).at, st.l0.n,
                          side_joined(st) ? st.outer[st.nouter - 1] : Loop{1, 0, 0});
 #endif
