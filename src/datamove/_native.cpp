@@ -938,6 +938,27 @@ struct Bounds {
     int64_t lo, hi;
 };
 
+// The permutes that build output row j's line from a line's B input vectors of V lanes, H lanes a word:
+// lane k takes lane (k / H * B + j) * H + k % H of the vectors, in turn. B = 2: one permute of vectors 0-1
+// (idx). B = 4: the first half of the line from vectors 0-1 and the second from 2-3, by the same idx.
+// B = 3: the lanes in vectors 0-1 by idx, then those in vector 2 by rest (the others stay).
+template <typename Lane>
+inline void line_permutes(int V, int H, int B, int j, Lane* idx, Lane* rest) {
+    for (int k = 0; k < V; ++k) {
+        const int lane = ((((B == 4 ? k % (V / 2) : k) / H) * B + j) * H + k % H);
+        idx[k] = (Lane)(lane & (2 * V - 1));
+        rest[k] = (Lane)(lane < 2 * V ? k : V + (lane - 2 * V));
+    }
+}
+
+// Of a run of `total` positions of W bytes from d: the first that starts a line, and the end of the last
+// whole line.
+inline void whole_lines(const char* d, int64_t W, int64_t total, int64_t* first, int64_t* last) {
+    const int64_t line = kLine / W, lead = (int64_t)(reinterpret_cast<uintptr_t>(d) & (kLine - 1)) / W;
+    *first = std::min<int64_t>(total, (line - lead) % line);
+    *last = *first + (total - *first) / line * line;
+}
+
 // Positions [i0, i1) of every row of a run of gather tiles (see gather_lines), stored plainly.
 template <int W, int B>
 inline void gather_positions(const char* src, char* dst, const int64_t* at, int64_t n, int64_t step, const Loop& side,
@@ -990,23 +1011,15 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
     constexpr int L = kLine / W;      // positions a line
     constexpr int H = W / 4;          // 32-bit lanes a word
     const int64_t total = n * runs;
-    // Lane k of output row j is lane (k / H * B + j) * H + k % H of the line's B input vectors. B = 2: one
-    // permute of vectors 0-1. B = 4: the first half of the line from vectors 0-1 and the second from 2-3, by
-    // the same permute. B = 3: the lanes in vectors 0-1 by one permute (pick), then those in vector 2 (then).
-    __m512i pick[B], then[B];
+    __m512i pick[B], then[B];  // (line_permutes)
     for (int j = 0; j < B; ++j) {
         alignas(64) int32_t idx[16], rest[16];
-        for (int k = 0; k < 16; ++k) {
-            const int32_t lane = (int32_t)((((B == 4 ? k % 8 : k) / H) * B + j) * H + k % H);
-            idx[k] = lane & 31;
-            rest[k] = lane < 32 ? k : 16 + (lane - 32);
-        }
+        line_permutes(16, H, B, j, idx, rest);
         pick[j] = _mm512_load_si512(idx);
         then[j] = _mm512_load_si512(rest);
     }
-    const int64_t lead = (int64_t)(reinterpret_cast<uintptr_t>(dst + at[0] * W) & (kLine - 1)) / W;
-    const int64_t first = std::min<int64_t>(total, (L - lead) % L);
-    const int64_t last = first + (total - first) / L * L;
+    int64_t first, last;
+    whole_lines(dst + at[0] * W, W, total, &first, &last);
     gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
     const bool padded = w.lo > 0 || w.hi < n * B;
     int64_t tile = first / n, t = first - tile * n;
@@ -1072,20 +1085,15 @@ DM_NARROW DM_NOINLINE void gather_narrow_lines(
     using Lane = std::conditional_t<W == 1, int8_t, int16_t>;
     using Mask = std::conditional_t<W == 1, __mmask64, __mmask32>;
     const int64_t total = n * runs;
-    __m512i pick[B], then[B];  // as in gather_lines, in lanes of one word
+    __m512i pick[B], then[B];  // (line_permutes, in lanes of one word)
     for (int j = 0; j < B; ++j) {
         alignas(64) Lane idx[L], rest[L];
-        for (int k = 0; k < L; ++k) {
-            const int lane = (B == 4 ? k % (L / 2) : k) * B + j;
-            idx[k] = (Lane)(lane & (2 * L - 1));
-            rest[k] = (Lane)(lane < 2 * L ? k : L + (lane - 2 * L));
-        }
+        line_permutes(L, 1, B, j, idx, rest);
         pick[j] = _mm512_load_si512(idx);
         then[j] = _mm512_load_si512(rest);
     }
-    const int64_t lead = (int64_t)(reinterpret_cast<uintptr_t>(dst + at[0] * W) & (kLine - 1)) / W;
-    const int64_t first = std::min<int64_t>(total, (L - lead) % L);
-    const int64_t last = first + (total - first) / L * L;
+    int64_t first, last;
+    whole_lines(dst + at[0] * W, W, total, &first, &last);
     gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
     const bool padded = w.lo > 0 || w.hi < n * B;
     int64_t tile = first / n, t = first - tile * n;

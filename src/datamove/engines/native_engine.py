@@ -13,7 +13,9 @@ are references, go to the NumPy engine.
 Outputs of :data:`STREAM_BYTES` or more are written with non-temporal stores
 (where the CPU has them), as ``memcpy`` does past the last-level cache; their
 scatter tiles of long rows read one block row at a time
-(:func:`~datamove.engines.strided.fan_out_first`).
+(:func:`~datamove.engines.strided.fan_out_first`). From
+:data:`REGISTER_STREAM_BYTES`, so are the programs whose every step streams
+straight from registers.
 
 >>> import numpy as np
 >>> from datamove import plans
@@ -75,12 +77,12 @@ _PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "fill": 4
 STREAM_BYTES: Optional[int] = None  # set when the core loads
 
 #: Output size from which, below :data:`STREAM_BYTES`, the programs whose every step streams straight
-#: from registers (copies, fills, scatters of 4- and 8-byte words in blocks of 2 or 4, and gathers of 4-
-#: and 8-byte words where the CPU has AVX-512F) are streamed too. A last-level cache larger than this is
-#: shared with cores other programs (or, in a virtual machine, other machines) hold: on a 2-core Intel
-#: Xeon VM with a 300 MiB L3, 64 and 128 MiB cases took 0.69-1.11x the copy floor streamed this way
-#: against 0.91-1.63x plain (same process, in turns), while the gathers through an L1 buffer (1- and 2-byte
-#: words, SpaceToBatch with pads) read 1.19-1.61x streamed against 1.08-1.49x plain, and stay plain.
+#: from registers (copies, fills, scatters of 4- and 8-byte words in blocks of 2 or 4, and, where the
+#: CPU has AVX-512, gathers and SpaceToBatch's windows a whole line at a time) are streamed too. A
+#: last-level cache larger than this is shared with cores other programs (or, in a virtual machine,
+#: other machines) hold: on a 2-core Intel Xeon VM with a 300 MiB L3, 64 and 128 MiB cases took
+#: 0.69-1.11x the copy floor streamed this way against 0.91-1.63x plain (same process, in turns), while
+#: steps staged through an L1 buffer read 1.19-1.61x streamed against 1.08-1.49x plain, and stay plain.
 REGISTER_STREAM_BYTES = 32 << 20
 
 # A nest whose rows are fewer than this has its innermost loop cut into
