@@ -1134,6 +1134,26 @@ DM_NARROW DM_NOINLINE void gather_narrow_lines(
 }
 #endif
 
+// A streamed gather (or gather window) a whole line at a time from registers, where the CPU and the rows
+// allow it (lines_fit): whether it took the tiles.
+template <typename T, int B>
+inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, int64_t runs,
+                          int64_t step, const Loop& side, const Step* window) {
+#if DM_HAVE_AVX512
+    if constexpr (sizeof(T) <= 8)
+        if (lines_fit(sizeof(T), B, rows.at, n, side)) {
+            const char* from = reinterpret_cast<const char*>(src + a);
+            char* to = reinterpret_cast<char*>(dst + b);
+            const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};
+            if constexpr (sizeof(T) >= 4) gather_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
+            else gather_narrow_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
+            return true;
+        }
+#endif
+    (void)src, (void)dst, (void)a, (void)b, (void)rows, (void)n, (void)runs, (void)step, (void)side, (void)window;
+    return false;
+}
+
 // GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out. Streamed, it
 // takes `runs` tiles at once whose rows go on in dst where the last one stopped (the loop around the
 // tile steps dst by n and src by `step`): they fill the buffer together, so each output row is streamed
@@ -1152,16 +1172,7 @@ template <typename T, int B, bool NT>
 inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, char* scratch,
                    int64_t runs = 1, int64_t step = 0, Loop side = Loop{1, 0, 0}, const Step* window = nullptr) {
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);  // (windows come here streamed only)
-#if DM_HAVE_AVX512
-    if constexpr (sizeof(T) <= 8)
-        if (lines_fit(sizeof(T), B, rows.at, n, side)) {
-            const char* from = reinterpret_cast<const char*>(src + a);
-            char* to = reinterpret_cast<char*>(dst + b);
-            const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};
-            if constexpr (sizeof(T) >= 4) return gather_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
-            else return gather_narrow_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
-        }
-#endif
+    if (gathers_lines<T, B>(src, dst, a, b, rows, n, runs, step, side, window)) return;
     // A chunk of K positions a row, side.n * B rows: the buffer of B rows of kGatherChunkBytes shared among them
     T* buf = reinterpret_cast<T*>(scratch);
     const int64_t K = kGatherChunkBytes / side.n / kLine * kLine / (int64_t)sizeof(T);  // whole lines
@@ -1302,11 +1313,8 @@ inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step
     const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, d1 = st.l1.d, d0 = st.l0.d, lo = st.lo, hi = st.hi;
     const int64_t first = st.first, last = st.last;
     if (!NT || !B || d0 != 1) return gather_window_part<T, B>(src, dst, a, b, d1, d0, size, 0, n0, first, last, lo, hi);
-#if DM_HAVE_AVX512
-    if constexpr (B >= 2 && sizeof(T) <= 8)
-        if (lines_fit(sizeof(T), B, Rows<B>(d1).at, n0, Loop{1, 0, 0}))  // a whole line a store, padding and all
-            return gather<T, B, NT>(src, dst, a, b, Rows<B>(d1), n0, st.scratch, 1, 0, Loop{1, 0, 0}, &st);
-#endif
+    if constexpr (B >= 2)  // a whole line a store, padding and all
+        if (gathers_lines<T, B>(src, dst, a, b, Rows<B>(d1), n0, 1, 0, Loop{1, 0, 0}, &st)) return;
     constexpr int64_t K = kChunkBytes / sizeof(T);
     T* buf = reinterpret_cast<T*>(st.scratch);  // (B ? B : 1) * K
     int64_t next = first_chunk(dst + b, sizeof(T), 1, K, n0);
