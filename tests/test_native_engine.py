@@ -1323,26 +1323,33 @@ def test_streamed_any_layout_and_offset(streaming, op, block, itemsize, in_order
     assert same_bits(back, data)
 
 
-def test_fan_out_first_moves_only_the_loops_between_a_long_row_tile_and_the_loop_reading_on():
+def test_fan_out_first_moves_only_the_loops_between_a_long_row_tile_on_whole_lines_and_the_loop_reading_on():
     """The loops between a scatter tile and the loop whose src stride continues its rows go outermost, in
-    their order; rows under 1 KiB, rows not contiguous in src, and nests with no loop reading on stay."""
+    their order; rows under 1 KiB, rows not contiguous in src, rows off whole lines, and nests with no loop
+    reading on stay."""
     tile = [[2, 8388608, 1], [256, 1, 2]]  # 256 words of 4 bytes a row: 1 KiB
-    planes, rows, by = [128, 65536, 260100], [254, 256, 1020], [2, 16777216, 510]
-    assert fan_out_first([planes, rows, by] + tile, 4) == [by, planes, rows] + tile
-    assert fan_out_first([planes, rows, by] + tile, 2) == [planes, rows, by] + tile  # 512 bytes
-    assert fan_out_first([planes, by] + tile, 4) == [planes, by] + tile  # nothing reads on
-    assert fan_out_first([planes, rows] + tile, 4) == [planes, rows] + tile  # nothing between
-    assert fan_out_first([planes, rows, by] + [[2, 8388608, 1], [256, 2, 2]], 4) == [planes, rows, by, [2, 8388608, 1], [256, 2, 2]]
-    bz = [2, 33554432, 130050]  # 5-D: two block loops between, kept in their order
-    assert fan_out_first([planes, rows, bz, by] + tile, 4) == [bz, by, planes, rows] + tile
+    planes, rows, by = [128, 65536, 262144], [256, 256, 1024], [2, 16777216, 512]  # output rows of 2 KiB
+    assert fan_out_first([planes, rows, by] + tile, 4, 0, 2048) == [by, planes, rows] + tile
+    assert fan_out_first([planes, rows, by] + tile, 2, 0, 1024) == [planes, rows, by] + tile  # 512 bytes
+    assert fan_out_first([planes, by] + tile, 4, 0, 2048) == [planes, by] + tile  # nothing reads on
+    assert fan_out_first([planes, rows] + tile, 4, 0, 2048) == [planes, rows] + tile  # nothing between
+    assert fan_out_first([planes, rows, by] + [[2, 8388608, 1], [256, 2, 2]], 4, 0, 2048) == [planes, rows, by, [2, 8388608, 1], [256, 2, 2]]
+    bz = [2, 33554432, 131072]  # 5-D: two block loops between, kept in their order
+    assert fan_out_first([planes, rows, bz, by] + tile, 4, 0, 2048) == [bz, by, planes, rows] + tile
+    # rows off whole lines stay in order: a row past a line, a row not a whole number of lines (crops), a
+    # stride off a line
+    assert fan_out_first([planes, rows, by] + tile, 4, 16, 2048) == [planes, rows, by] + tile
+    assert fan_out_first([planes, rows, by] + tile, 4, 0, 2040) == [planes, rows, by] + tile
+    assert fan_out_first([[128, 65536, 260100], rows, by] + tile, 4, 0, 2048) == [[128, 65536, 260100], rows, by] + tile
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_streamed_scatters_of_long_rows_read_a_block_row_at_a_time(streaming, threads):
-    """Streamed, BatchToSpace and DepthToSpace with input rows of 1 KiB or more run the block's row offset as
-    the outermost loop (fan_out_first: each pass reads B input streams, not B x B), rows under 1 KiB and
-    outputs stored plainly keep the output's order; bit for bit either way, nothing outside the output,
-    with crops, rows cut among threads anywhere."""
+    """Streamed, BatchToSpace and DepthToSpace with input rows of 1 KiB or more whose output rows lie on whole
+    lines run the block's row offset as the outermost loop (fan_out_first: each pass reads B input streams,
+    not B x B); rows under 1 KiB, rows off whole lines (crops, an output a few bytes past a line: the core
+    joins the lines between rows in order) and outputs stored plainly keep the output's order; bit for bit
+    either way, nothing outside the output, with crops, rows cut among threads anywhere."""
     rng = np.random.default_rng(threads)
     cases = [
         (dm.batch_to_space, ref.batch_to_space, (8, 3, 5, 256), np.float32, ((1, 1, 2, 2), (0, 0, 1, 0), (0, 0, 1, 2))),
@@ -1362,12 +1369,13 @@ def test_streamed_scatters_of_long_rows_read_a_block_row_at_a_time(streaming, th
             for stream in (True, False):
                 with pytest.MonkeyPatch.context() as patch:
                     patch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
-                    for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
+                    for offset, out, written_outside in _outs_at_offsets(expected, (0, 8, 16, 40)):
                         main = max(_steps(native_engine.program(plan, data, out)), key=lambda s: np.prod([l[0] for l in s[3]]))
                         outermost = main[3][0]
                         block_row = outermost[0] == args[0][-2] if op is dm.batch_to_space else outermost[0] == args[1]
+                        on_lines = offset == 0 and out.strides[-2] % 64 == 0
                         # the block row offset outermost writes every other output row: dst stride one row
-                        assert (block_row and outermost[2] * np.dtype(dtype).itemsize == out.strides[-2]) == (fanned and stream), \
+                        assert (block_row and outermost[2] * np.dtype(dtype).itemsize == out.strides[-2]) == (fanned and stream and on_lines), \
                             (op.__name__, shape, stream, offset, outermost)
                         op(data, *args, out=out, engine="native")
                         assert same_bits(out, expected), (op.__name__, shape, stream, offset)

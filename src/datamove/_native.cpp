@@ -123,6 +123,7 @@ struct Step {
     bool nt;               // in a streamed program: whether this step streams (set by streams)
     bool reads_on;         // scatter windows of rows from 1 KiB: a tile's input rows go on where a later tile reads
     char* scratch;         // streamed: this thread's chunk buffer, kScratchBytes on a page (set by run_rows)
+    struct Carry* carry;   // streamed: this thread's held partial line (set by run_rows)
 };
 
 // ------------------------------------------------------------------ stores
@@ -141,6 +142,22 @@ inline void stream4(char* d, const char* s) {
     _mm_stream_si32(reinterpret_cast<int*>(d), v);
 #endif
 }
+
+// The partial line a streamed scatter tile ends on, held back until the thread's next tile, whose output
+// goes on from it, fills the rest: the line then goes out whole, in one streaming store per 16 bytes. A
+// line streamed in two partial halves goes to memory as two partial writes, and these cost far more than
+// a whole line: BatchToSpace into np.empty (16 bytes past a line), 512 MiB, rows of 2 KiB, ran at 1.51x
+// the copy floor against 1.07x into an array on a line (2-core Intel Xeon, same process, in turns).
+struct Carry {
+    alignas(64) char buf[64];
+    char* line = nullptr;  // the line held (on 64 bytes), or none
+    int64_t to = 0;        // its bytes [0, to) are held
+    // The held bytes streamed as they are, a 4-byte word at a time (`to` is a multiple of 4).
+    void flush() {
+        for (int64_t k = 0; line && k < to; k += 4) stream4(line + k, buf + k);
+        line = nullptr;
+    }
+};
 
 // Copy n bytes to d, around the cache when NT (the body as aligned 16-byte streaming stores; the
 // head and tail too, as 4-byte ones, where d and n are multiples of 4).
@@ -1247,45 +1264,71 @@ inline void interleave16(const char* const in[B], int64_t at, __m128i* o) {
 // Through the L1 buffer (put_bytes) the row was stored twice, and the row's loads stopped while the
 // buffer streamed out: BatchToSpace with crops, 512 MiB into np.empty, 1.30x the copy floor; straight
 // from registers 1.09-1.13x (same process, 9 rounds).
+// With a Carry, the partial lines at the row's ends join the thread's tiles before and after it: the
+// line it starts in goes out whole where the carry holds the rest of it, and the line it ends in is held.
 template <int W, int B>
-inline bool scatter_direct(const char* const in[B], char* out, int64_t t0, int64_t t1) {
+inline bool scatter_direct(const char* const in[B], char* out, int64_t t0, int64_t t1, Carry* carry) {
 #if DM_HAVE_STREAM
     if constexpr ((W == 4 || W == 8) && (B == 2 || B == 4)) {
         constexpr int64_t P = 16 / W;  // positions in a 16-byte load
         const uintptr_t at = reinterpret_cast<uintptr_t>(out);
         if (at % (W * B == 8 ? 8 : 16) || t0 >= t1) return false;  // some block on 16 bytes
-        // the first block at or after t0 that starts on 16 bytes; the body ends on a whole load
-        int64_t body = (t0 + B - 1) / B;
-        if ((at + body * B * W) % 16) ++body;  // (8-byte blocks from 8 bytes: the next one)
-        const int64_t end = body + std::max<int64_t>(0, (t1 / B - body) / P) * P;  // blocks [body, end)
+        auto word = [&](int64_t t) { return in[t % B] + t / B * W; };
         auto one = [&](int64_t t) {
-            const char* from = in[t % B] + t / B * W;
             if (W == 4) {
-                stream4(out + t * W, from);
+                stream4(out + t * W, word(t));
             } else {
                 long long v;
-                std::memcpy(&v, from, 8);
+                std::memcpy(&v, word(t), 8);
                 _mm_stream_si64(reinterpret_cast<long long*>(out + t * W), v);
             }
         };
-        for (int64_t t = t0; t < std::min(t1, body * B); ++t) one(t);
+        // [h, e): the positions on lines of this row's own; the ones before and after share a line
+        int64_t h = t0, e = t1;
+        char* const first = reinterpret_cast<char*>((at + t0 * W) & ~uintptr_t(kLine - 1));
+        char* const last = reinterpret_cast<char*>((at + t1 * W) & ~uintptr_t(kLine - 1));
+        if (carry && first != last) {
+            const int64_t lead = out + t0 * W - first, tail = out + t1 * W - last;  // bytes
+            if (lead) {
+                h = t0 + (kLine - lead) / W;
+                if (carry->line == first && carry->to == lead) {  // the rest of the line the carry holds
+                    for (int64_t t = t0; t < h; ++t) std::memcpy(carry->buf + lead + (t - t0) * W, word(t), W);
+                    for (int k = 0; k < kLine; k += 16)
+                        _mm_stream_si128(reinterpret_cast<__m128i*>(first + k), _mm_load_si128(reinterpret_cast<const __m128i*>(carry->buf + k)));
+                    carry->line = nullptr;
+                } else {
+                    for (int64_t t = t0; t < h; ++t) one(t);
+                }
+            }
+            if (tail) {
+                e = t1 - tail / W;
+                carry->flush();
+                carry->line = last, carry->to = tail;
+                for (int64_t t = e; t < t1; ++t) std::memcpy(carry->buf + (t - e) * W, word(t), W);
+            }
+        }
+        // the first block at or after h that starts on 16 bytes; the body ends on a whole load
+        int64_t body = (h + B - 1) / B;
+        if ((at + body * B * W) % 16) ++body;  // (8-byte blocks from 8 bytes: the next one)
+        const int64_t end = body + std::max<int64_t>(0, (e / B - body) / P) * P;  // blocks [body, end)
+        for (int64_t t = h; t < std::min(e, body * B); ++t) one(t);
         for (int64_t i = body; i < end; i += P) interleave16<W, B, true>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
-        for (int64_t t = std::max(t0, end * B); t < t1; ++t) one(t);
+        for (int64_t t = std::max(h, end * B); t < e; ++t) one(t);
         return true;
     }
 #endif
-    (void)in, (void)out, (void)t0, (void)t1;
+    (void)in, (void)out, (void)t0, (void)t1, (void)carry;
     return false;
 }
 
 template <typename T, int B, bool NT>
-inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, char* scratch) {
+inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, char* scratch, Carry* carry) {
     if (transpose4<T, B, NT>(src, dst, a, b, rows, n)) return;
     if (!NT) return scatter_rows<T, B>(src, dst, a, b, rows, n);
     if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
         const char* in[B];
         for (int j = 0; j < B; ++j) in[j] = reinterpret_cast<const char*>(src + a + rows.at[j]);
-        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), 0, n * B)) return;
+        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), 0, n * B, carry)) return;
     }
     constexpr int64_t K = kChunkBytes / sizeof(T);
     T* buf = reinterpret_cast<T*>(scratch);  // B * K
@@ -1358,7 +1401,7 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
         Ahead ahead;
         for (int64_t j = 0; j < B && st.reads_on; ++j) ahead.add(in[j] + n0 * sizeof(T), n0 * (int64_t)sizeof(T));
         ahead.ask(ahead.lines);
-        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), std::max<int64_t>(lo, 0), std::min(hi, n0 * B))) return;
+        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), std::max<int64_t>(lo, 0), std::min(hi, n0 * B), st.carry)) return;
     }
     constexpr int64_t K = kChunkBytes / sizeof(T);  // positions per chunk: K / size blocks
     constexpr int64_t KB = K / (B ? B : 1);
@@ -1731,7 +1774,7 @@ inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     } else if (P == GATHER) {
         gather<T, B, NT>(src, dst, a, b, Rows<B>(st.at), l0.n, st.scratch);
     } else if (P == SCATTER) {
-        scatter<T, B, NT>(src, dst, a, b, Rows<B>(st.at), l0.n, st.scratch);
+        scatter<T, B, NT>(src, dst, a, b, Rows<B>(st.at), l0.n, st.scratch, st.carry);
     } else if (P == GATHER_WINDOW) {
         gather_window<T, B, NT>(src, dst, a, b, st);
     } else if (P == SCATTER_WINDOW) {
@@ -1757,9 +1800,11 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     // A local copy: the tiles' stores (any type, and the build has -fno-strict-aliasing) cannot reach it,
     // so the compiler keeps its fields in registers instead of reloading them for every tile.
     Step st = step;
+    Carry carry;
     if (NT) {
         st.scratch = scratch();
         if (!st.scratch) return run_rows<T, P, B, false>(step, src_base, dst_base, r0, r1);  // no memory: plain stores
+        st.carry = &carry;
     }
     const T* src = reinterpret_cast<const T*>(src_base);
     T* dst = reinterpret_cast<T*>(dst_base);
@@ -1831,6 +1876,7 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
             b -= (l.n - 1) * l.d;
         }
     }
+    carry.flush();
 }
 
 typedef void (*RowsFn)(const Step&, char*, char*, int64_t, int64_t);
@@ -2289,6 +2335,7 @@ bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* tot
         st.nt = false;
         st.reads_on = false;
         st.scratch = nullptr;
+        st.carry = nullptr;
         for (int k = 0; k < st.nouter && st.pattern == SCATTER_WINDOW && st.l0.s == 1 && st.l0.n * st.word >= 1024; ++k)
             st.reads_on |= loops[k].s == st.l0.n;
         const bool tile = st.pattern == GATHER || st.pattern == SCATTER;  // the block tiles' row offsets

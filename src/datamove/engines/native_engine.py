@@ -137,7 +137,10 @@ def _windowed(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
         nest = lower_window(data, out, window, addresses)
         if nest is None:
             return None
-        loops = fan_out_first(nest.loops, nest.word) if streamed == 2 and nest.pattern == "scatter_window" else nest.loops
+        loops: Sequence[Sequence[int]] = nest.loops
+        if streamed == 2 and nest.pattern == "scatter_window":
+            lo, hi = max(nest.lo, 0), min(nest.hi, loops[-1][0] * (nest.block or loops[-2][0]))  # a tile's positions
+            loops = fan_out_first(loops, nest.word, addresses[1] + (nest.dst_start + lo) * nest.word, (hi - lo) * nest.word)
         steps.append(_step(nest.pattern, nest.word, nest.block, nest.lo, nest.hi, nest.src_start, nest.dst_start, loops))
     for view in plan.window_fills:
         fill = lower_fill(out, view, widest=16, address=addresses[1])
@@ -166,7 +169,7 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
         addresses = (_address(data), _address(out))
     if stream is None:
         stream = streamed(out)
-    key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, addresses[0] % 16, addresses[1] % 16, stream)
+    key = (plan, data.shape, data.strides, out.strides, data.dtype.itemsize, addresses[0] % 64, addresses[1] % 64, stream)
     found = _PROGRAMS.get(key)
     if found is not None:
         return found
@@ -175,7 +178,9 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
         steps = []
         for src, dst in plan.copies:
             copy = lower(data, out, src, dst, widest=16, addresses=addresses)
-            loops = fan_out_first(copy.loops, copy.word) if stream == 2 and copy.pattern == "scatter" else copy.loops
+            loops: Sequence[Sequence[int]] = copy.loops
+            if stream == 2 and copy.pattern == "scatter":
+                loops = fan_out_first(loops, copy.word, addresses[1] + copy.dst_start * copy.word, loops[-1][0] * copy.block * copy.word)
             steps += _split(copy.pattern, copy.word, copy.block, copy.src_start, copy.dst_start, loops)
         for view in plan.fills:
             fill = lower_fill(out, view, widest=16, address=addresses[1])
