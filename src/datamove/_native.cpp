@@ -145,17 +145,40 @@ inline void stream4(char* d, const char* s) {
 
 // The partial line a streamed scatter tile ends on, held back until the thread's next tile, whose output
 // goes on from it, fills the rest: the line then goes out whole, in one streaming store per 16 bytes. A
-// line streamed in two partial halves goes to memory as two partial writes, and these cost far more than
-// a whole line: BatchToSpace into np.empty (16 bytes past a line), 512 MiB, rows of 2 KiB, ran at 1.51x
-// the copy floor against 1.07x into an array on a line (2-core Intel Xeon, same process, in turns).
+// line streamed in two partial halves goes to memory as two partial writes where the CPU's
+// write-combining lets the first half go before the second comes, and these cost far more than a whole
+// line: BatchToSpace into np.empty (16 bytes past a line), 512 MiB, rows of 2 KiB, ran at 1.51x the copy
+// floor against 1.07x into an array on a line (2-core Intel Xeon, same process, in turns). Taken by the
+// tiles that stage rows in the L1 buffer (put_joined: DepthToSpace uint8, 512 MiB, 1.33x -> 1.20x) and
+// by the windows that ask for their next rows between two rows (scatter_window: BatchToSpace with crops,
+// 512 MiB, 1.52-1.55x -> 1.19-1.23x).
 struct Carry {
     alignas(64) char buf[64];
     char* line = nullptr;  // the line held (on 64 bytes), or none
     int64_t to = 0;        // its bytes [0, to) are held
-    // The held bytes streamed as they are, a 4-byte word at a time (`to` is a multiple of 4).
+    // The held bytes streamed as they are, a 4-byte word at a time (the last few bytes of a `to` that is
+    // not a multiple of 4 stored plainly, as put_bytes stores such a row's tail).
     void flush() {
-        for (int64_t k = 0; line && k < to; k += 4) stream4(line + k, buf + k);
+        if (!line) return;
+        int64_t k = 0;
+        for (; k + 4 <= to; k += 4) stream4(line + k, buf + k);
+        std::memcpy(line + k, buf + k, to - k);
         line = nullptr;
+    }
+    // Whether the bytes from d go on from the held ones.
+    bool goes_on(const char* d) const { return line && line + to == d; }
+    // The held line, its last `n` bytes now s: streamed whole.
+    void finish(const char* s, int64_t n) {
+        std::memcpy(buf + to, s, n);
+        stream_whole();
+    }
+    // The buffer, the whole line now, streamed.
+    void stream_whole();
+    // Holds [d, d + n), the start of the line at d.
+    void hold(char* d, const char* s, int64_t n) {
+        flush();
+        std::memcpy(buf, s, n);
+        line = d, to = n;
     }
 };
 
@@ -195,6 +218,35 @@ inline void put_bytes(char* d, const char* s, int64_t n) {
     }
 #endif
     std::memcpy(d, s, n);
+}
+
+void Carry::stream_whole() {
+#if DM_HAVE_STREAM
+    for (int k = 0; k < kLine; k += 16)
+        _mm_stream_si128(reinterpret_cast<__m128i*>(line + k), _mm_load_si128(reinterpret_cast<const __m128i*>(buf + k)));
+#endif
+    line = nullptr;
+}
+
+// put_bytes<true> for a piece of a streamed output that the thread's next piece may go on from: the line
+// the piece starts in goes out whole where the carry holds the rest of it, and the line it ends in is
+// held (see Carry).
+inline void put_joined(char* d, const char* s, int64_t n, Carry* carry) {
+    char* const first = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(d) & ~uintptr_t(kLine - 1));
+    char* const last = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(d + n) & ~uintptr_t(kLine - 1));
+    if (!carry || first == last) return put_bytes<true>(d, s, n);
+    if (d != first) {
+        const int64_t h = first + kLine - d;
+        if (carry->goes_on(d)) {
+            carry->finish(s, h);
+        } else {
+            put_bytes<true>(d, s, h);
+        }
+        d += h, s += h, n -= h;
+    }
+    const int64_t tail = d + n - last;
+    put_bytes<true>(d, s, n - tail);
+    if (tail) carry->hold(last, s + n - tail, tail);
 }
 
 // Copy n bytes to d: the whole lines streamed, the partial lines at either end stored plainly. For rows
@@ -1266,54 +1318,62 @@ inline void interleave16(const char* const in[B], int64_t at, __m128i* o) {
 // from registers 1.09-1.13x (same process, 9 rounds).
 // With a Carry, the partial lines at the row's ends join the thread's tiles before and after it: the
 // line it starts in goes out whole where the carry holds the rest of it, and the line it ends in is held.
+#if DM_HAVE_STREAM
+template <int W, int B, bool NT>
+inline void scatter_span(const char* const in[B], char* out, int64_t t0, int64_t t1) {
+    constexpr int64_t P = 16 / W;  // positions in a 16-byte load
+    auto one = [&](int64_t t) {
+        const char* from = in[t % B] + t / B * W;
+        if (!NT) {
+            std::memcpy(out + t * W, from, W);
+        } else if (W == 4) {
+            stream4(out + t * W, from);
+        } else {
+            long long v;
+            std::memcpy(&v, from, 8);
+            _mm_stream_si64(reinterpret_cast<long long*>(out + t * W), v);
+        }
+    };
+    // the first block at or after t0 that starts on 16 bytes; the body ends on a whole load
+    int64_t body = (t0 + B - 1) / B;
+    if ((reinterpret_cast<uintptr_t>(out) + body * B * W) % 16) ++body;  // (8-byte blocks from 8 bytes: the next one)
+    const int64_t end = body + std::max<int64_t>(0, (t1 / B - body) / P) * P;  // blocks [body, end)
+    for (int64_t t = t0; t < std::min(t1, body * B); ++t) one(t);
+    for (int64_t i = body; i < end; i += P) interleave16<W, B, NT>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
+    for (int64_t t = std::max(t0, end * B); t < t1; ++t) one(t);
+}
+#endif
+
 template <int W, int B>
 inline bool scatter_direct(const char* const in[B], char* out, int64_t t0, int64_t t1, Carry* carry) {
 #if DM_HAVE_STREAM
     if constexpr ((W == 4 || W == 8) && (B == 2 || B == 4)) {
-        constexpr int64_t P = 16 / W;  // positions in a 16-byte load
         const uintptr_t at = reinterpret_cast<uintptr_t>(out);
         if (at % (W * B == 8 ? 8 : 16) || t0 >= t1) return false;  // some block on 16 bytes
-        auto word = [&](int64_t t) { return in[t % B] + t / B * W; };
-        auto one = [&](int64_t t) {
-            if (W == 4) {
-                stream4(out + t * W, word(t));
-            } else {
-                long long v;
-                std::memcpy(&v, word(t), 8);
-                _mm_stream_si64(reinterpret_cast<long long*>(out + t * W), v);
-            }
-        };
         // [h, e): the positions on lines of this row's own; the ones before and after share a line
         int64_t h = t0, e = t1;
-        char* const first = reinterpret_cast<char*>((at + t0 * W) & ~uintptr_t(kLine - 1));
-        char* const last = reinterpret_cast<char*>((at + t1 * W) & ~uintptr_t(kLine - 1));
+        const uintptr_t first = (at + t0 * W) & ~uintptr_t(kLine - 1), last = (at + t1 * W) & ~uintptr_t(kLine - 1);
+        // `out` for positions that go to the carry's buffer, whose bytes stand for the line at `line`
+        auto in_carry = [&](uintptr_t line) { return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(carry->buf) + at - line); };
         if (carry && first != last) {
-            const int64_t lead = out + t0 * W - first, tail = out + t1 * W - last;  // bytes
-            if (lead) {
+            const int64_t lead = at + t0 * W - first, tail = at + t1 * W - last;  // bytes
+            if (lead) {  // the line the row starts in: with the rest the carry holds, or streamed as it is
                 h = t0 + (kLine - lead) / W;
-                if (carry->line == first && carry->to == lead) {  // the rest of the line the carry holds
-                    for (int64_t t = t0; t < h; ++t) std::memcpy(carry->buf + lead + (t - t0) * W, word(t), W);
-                    for (int k = 0; k < kLine; k += 16)
-                        _mm_stream_si128(reinterpret_cast<__m128i*>(first + k), _mm_load_si128(reinterpret_cast<const __m128i*>(carry->buf + k)));
-                    carry->line = nullptr;
+                if (carry->goes_on(out + t0 * W)) {
+                    scatter_span<W, B, false>(in, in_carry(first), t0, h);
+                    carry->stream_whole();
                 } else {
-                    for (int64_t t = t0; t < h; ++t) one(t);
+                    scatter_span<W, B, true>(in, out, t0, h);
                 }
             }
-            if (tail) {
+            if (tail) {  // the line the row ends in, held
                 e = t1 - tail / W;
                 carry->flush();
-                carry->line = last, carry->to = tail;
-                for (int64_t t = e; t < t1; ++t) std::memcpy(carry->buf + (t - e) * W, word(t), W);
+                scatter_span<W, B, false>(in, in_carry(last), e, t1);
+                carry->line = reinterpret_cast<char*>(last), carry->to = tail;
             }
         }
-        // the first block at or after h that starts on 16 bytes; the body ends on a whole load
-        int64_t body = (h + B - 1) / B;
-        if ((at + body * B * W) % 16) ++body;  // (8-byte blocks from 8 bytes: the next one)
-        const int64_t end = body + std::max<int64_t>(0, (e / B - body) / P) * P;  // blocks [body, end)
-        for (int64_t t = h; t < std::min(e, body * B); ++t) one(t);
-        for (int64_t i = body; i < end; i += P) interleave16<W, B, true>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
-        for (int64_t t = std::max(h, end * B); t < e; ++t) one(t);
+        scatter_span<W, B, true>(in, out, h, e);
         return true;
     }
 #endif
@@ -1328,7 +1388,10 @@ inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& r
     if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
         const char* in[B];
         for (int j = 0; j < B; ++j) in[j] = reinterpret_cast<const char*>(src + a + rows.at[j]);
-        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), 0, n * B, carry)) return;
+        // (no carry: nothing comes between one row's last stores and the next row's first, and the CPU
+        // joins the line they share; DepthToSpace 512 MiB into np.empty, 1.23x the copy floor without
+        // the carry, 1.38x with it)
+        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), 0, n * B, nullptr)) return;
     }
     constexpr int64_t K = kChunkBytes / sizeof(T);
     T* buf = reinterpret_cast<T*>(scratch);  // B * K
@@ -1336,7 +1399,7 @@ inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& r
     for (int64_t i0 = 0, k; i0 < n; i0 += k, next = K) {
         k = std::min(next, n - i0);
         scatter_rows<T, B>(src, buf, a + i0, 0, rows, k);
-        put_bytes<true>(reinterpret_cast<char*>(dst + b + i0 * B), reinterpret_cast<const char*>(buf), k * B * sizeof(T));
+        put_joined(reinterpret_cast<char*>(dst + b + i0 * B), reinterpret_cast<const char*>(buf), k * B * sizeof(T), carry);
     }
 }
 
@@ -1401,7 +1464,10 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
         Ahead ahead;
         for (int64_t j = 0; j < B && st.reads_on; ++j) ahead.add(in[j] + n0 * sizeof(T), n0 * (int64_t)sizeof(T));
         ahead.ask(ahead.lines);
-        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), std::max<int64_t>(lo, 0), std::min(hi, n0 * B), st.carry)) return;
+        // the next rows' lines asked for between this row's last stores and the next row's first push the
+        // line they share out of the CPU's write-combining half written: the carry joins it
+        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), std::max<int64_t>(lo, 0), std::min(hi, n0 * B),
+                                         st.reads_on ? st.carry : nullptr)) return;
     }
     constexpr int64_t K = kChunkBytes / sizeof(T);  // positions per chunk: K / size blocks
     constexpr int64_t KB = K / (B ? B : 1);
@@ -1412,7 +1478,7 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
         scatter_window_part<T, B>(src, buf, a, -i0 * size, s1, s0, size, i0, i0 + k, first, last, lo, hi);
         const int64_t t0 = std::max(lo, i0 * size), t1 = std::min(hi, (i0 + k) * size);
         if (t0 < t1)
-            put_bytes<true>(reinterpret_cast<char*>(dst + b + t0), reinterpret_cast<const char*>(buf + t0 - i0 * size), (t1 - t0) * sizeof(T));
+            put_joined(reinterpret_cast<char*>(dst + b + t0), reinterpret_cast<const char*>(buf + t0 - i0 * size), (t1 - t0) * sizeof(T), st.carry);
     }
 }
 
