@@ -161,7 +161,9 @@ struct Carry {
     void flush() {
         if (!line) return;
         int64_t k = 0;
+#if DM_HAVE_STREAM
         for (; k + 4 <= to; k += 4) stream4(line + k, buf + k);
+#endif
         std::memcpy(line + k, buf + k, to - k);
         line = nullptr;
     }
@@ -224,6 +226,8 @@ void Carry::stream_whole() {
 #if DM_HAVE_STREAM
     for (int k = 0; k < kLine; k += 16)
         _mm_stream_si128(reinterpret_cast<__m128i*>(line + k), _mm_load_si128(reinterpret_cast<const __m128i*>(buf + k)));
+#else
+    std::memcpy(line, buf, kLine);  // (no build without streaming stores streams: run's `stream` is 0 there)
 #endif
     line = nullptr;
 }
