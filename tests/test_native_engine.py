@@ -1382,6 +1382,48 @@ def test_streamed_scatters_of_long_rows_read_a_block_row_at_a_time(streaming, th
                         assert not written_outside(), (op.__name__, shape, stream, offset)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_streamed_scatter_rows_off_lines_join_the_next_rows(streaming, threads):
+    """Streamed scatter rows that start or end inside a line hold the line they end in until the next row
+    fills it (the core's carry): BatchToSpace's windows of 4- and 8-byte words with crops, and the rows
+    staged through the L1 buffer (1- and 2-byte words, blocks of 3, 16-byte words). They stream at every
+    4-byte offset into a line, and come out bit for bit at every item offset, nothing outside the output,
+    rows cut among threads anywhere; rows a few bytes apart are not joined across the gap."""
+    rng = np.random.default_rng(threads)
+    cases = [
+        (dm.batch_to_space, ref.batch_to_space, (8, 2, 3, 256), np.float32, ((1, 1, 2, 2), (0, 0, 1, 0), (0, 0, 1, 3))),
+        (dm.batch_to_space, ref.batch_to_space, (16, 2, 3, 130), np.float64, ((1, 1, 2, 4), (0, 0, 0, 1), (0, 0, 1, 0))),
+        (dm.batch_to_space, ref.batch_to_space, (16, 2, 3, 128), np.uint8, ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 0, 3))),
+        (dm.batch_to_space, ref.batch_to_space, (18, 2, 3, 100), np.uint16, ((1, 1, 3, 3), (0, 0, 1, 2), (0, 0, 0, 2))),
+        (dm.depth_to_space, ref.depth_to_space, (2, 8, 3, 100), np.uint8, ("blocks_first", 2)),
+        (dm.depth_to_space, ref.depth_to_space, (2, 18, 3, 70), np.uint16, ("depth_first", 3)),
+        (dm.depth_to_space, ref.depth_to_space, (2, 9, 3, 70), np.float32, ("blocks_first", 3)),
+        (dm.depth_to_space, ref.depth_to_space, (1, 4, 3, 40), np.complex128, ("depth_first", 2)),
+    ]
+    core = native_engine.core()
+    with _threads(threads):
+        for op, spec, shape, dtype, args in cases:
+            data = random_array(shape, np.dtype(dtype), rng)
+            expected = spec(data, *args)
+            plan = getattr(plans, op.__name__)(data.shape, expected.shape, *args)
+            for offset, out, written_outside in _outs_at_offsets(expected, _item_offsets(np.dtype(dtype).itemsize)):
+                program = native_engine.program(plan, data, out)
+                # (it streams 4-byte aligned pieces of 4-byte multiples: from an odd offset, plainly)
+                assert core.streams(program, out.__array_interface__["data"][0]) or offset % 4, (op.__name__, shape, dtype, offset)
+                op(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), (op.__name__, shape, dtype, offset)
+                assert not written_outside(), (op.__name__, shape, dtype, offset)
+            # rows a few bytes apart (an out= cut from a wider array): a row that starts in the line the
+            # last one ended in, but not where it ended, is not joined to it; the gaps stay as they were
+            for gap in (4, 8, 12):
+                items = gap // np.dtype(dtype).itemsize or 1
+                wide = np.zeros(expected.shape[:-1] + (expected.shape[-1] + items,), dtype)
+                out = wide[..., :expected.shape[-1]]
+                op(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), (op.__name__, shape, dtype, gap)
+                assert not wide[..., expected.shape[-1]:].view(np.uint8).any(), (op.__name__, shape, dtype, gap)
+
+
 def test_short_rows_stream_where_the_plain_run_loop_cannot_take_them(streaming):
     """streams_whole stores short gather-window rows plainly only where the plain run loop takes them
     (runs_plainly, the rule both share): SpaceToBatch with a pad of 70 before 2 items and a block of 4
