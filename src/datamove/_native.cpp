@@ -1314,14 +1314,42 @@ inline void interleave16(const char* const in[B], int64_t at, __m128i* o) {
 #endif
 
 // Positions [t0, t1) of a streamed SCATTER<B> row of W-byte words (4 or 8), out[t] = in[t % B][t / B],
-// straight from registers: the rows interleaved by unpacks and streamed 16 bytes at a time, the few
-// positions before the first block on 16 bytes and after the last as one-word streaming stores. False
+// straight from registers: the rows interleaved by unpacks and streamed 16 bytes at a time (blocks of 2,
+// where the CPU has AVX-512F, two whole lines at a time: scatter2_lines), the few positions before the
+// first block on 16 bytes and after the last as one-word streaming stores. False
 // (nothing written) where no block starts on 16 bytes, or for B = 3.
 // Through the L1 buffer (put_bytes) the row was stored twice, and the row's loads stopped while the
 // buffer streamed out: BatchToSpace with crops, 512 MiB into np.empty, 1.30x the copy floor; straight
 // from registers 1.09-1.13x (same process, 9 rounds).
 // With a Carry, the partial lines at the row's ends join the thread's tiles before and after it: the
 // line it starts in goes out whole where the carry holds the rest of it, and the line it ends in is held.
+#if DM_HAVE_AVX512
+// Blocks [i, ...) of a streamed SCATTER<2> row of W-byte words (4 or 8), `out + i * 2 * W` on a line, two
+// lines at a time while whole ones are left before block `end`: 64 bytes of each input row interleaved by
+// two permutes and streamed as two 64-byte stores. Returns the first block not written. Against 16-byte
+// unpacks and stores (2-core Intel Xeon, same process, in turns): DepthToSpace float32 128 MiB 0.80x ->
+// 0.69x the copy floor, 512 MiB 1.23-1.29x -> 1.01-1.12x; float64 256 MiB 1.22x -> 0.97x; BatchToSpace
+// with crops 512 MiB 1.25x -> 1.10x, 1 GiB 1.10x -> 1.03x.
+template <int W>
+__attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter2_lines(const char* const in[2], char* out, int64_t i, int64_t end) {
+    constexpr int64_t P = 64 / W;  // blocks of two lines
+    const __m512i lo = W == 4 ? _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0) : _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+    const __m512i hi = W == 4 ? _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8) : _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    for (; i + P <= end; i += P) {
+        const __m512i x = _mm512_loadu_si512(in[0] + i * W), y = _mm512_loadu_si512(in[1] + i * W);
+        __m512i* o = reinterpret_cast<__m512i*>(out + i * 2 * W);
+        if constexpr (W == 4) {
+            _mm512_stream_si512(o, _mm512_permutex2var_epi32(x, lo, y));
+            _mm512_stream_si512(o + 1, _mm512_permutex2var_epi32(x, hi, y));
+        } else {
+            _mm512_stream_si512(o, _mm512_permutex2var_epi64(x, lo, y));
+            _mm512_stream_si512(o + 1, _mm512_permutex2var_epi64(x, hi, y));
+        }
+    }
+    return i;
+}
+#endif
+
 #if DM_HAVE_STREAM
 template <int W, int B, bool NT>
 inline void scatter_span(const char* const in[B], char* out, int64_t t0, int64_t t1) {
@@ -1341,10 +1369,24 @@ inline void scatter_span(const char* const in[B], char* out, int64_t t0, int64_t
     // the first block at or after t0 that starts on 16 bytes; the body ends on a whole load
     int64_t body = (t0 + B - 1) / B;
     if ((reinterpret_cast<uintptr_t>(out) + body * B * W) % 16) ++body;  // (8-byte blocks from 8 bytes: the next one)
-    const int64_t end = body + std::max<int64_t>(0, (t1 / B - body) / P) * P;  // blocks [body, end)
+    const int64_t blocks = t1 / B;  // whole blocks end here
     for (int64_t t = t0; t < std::min(t1, body * B); ++t) one(t);
-    for (int64_t i = body; i < end; i += P) interleave16<W, B, NT>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
-    for (int64_t t = std::max(t0, end * B); t < t1; ++t) one(t);
+    int64_t i = body;
+#if DM_HAVE_AVX512
+    if constexpr (NT && B == 2) {
+        if (kAvx512 && i + 3 * 64 / W <= blocks) {  // to a line (16-byte steps), then two lines a step
+            for (; (reinterpret_cast<uintptr_t>(out) + i * B * W) % 32; i += 16 / (B * W))
+                for (int64_t t = i * B; t < (i + 16 / (B * W)) * B; ++t) one(t);
+            if ((reinterpret_cast<uintptr_t>(out) + i * B * W) % 64) {
+                interleave16<W, B, NT>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
+                i += P;
+            }
+            i = scatter2_lines<W>(in, out, i, blocks);
+        }
+    }
+#endif
+    for (; i + P <= blocks; i += P) interleave16<W, B, NT>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
+    for (int64_t t = std::max(t0, i * B); t < t1; ++t) one(t);
 }
 #endif
 
