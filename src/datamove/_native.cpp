@@ -176,12 +176,14 @@ struct Carry {
     }
     // The buffer, the whole line now, streamed.
     void stream_whole();
-    // Holds [d, d + n), the start of the line at d.
-    void hold(char* d, const char* s, int64_t n) {
+    // The buffer, to hold the first n bytes of the line at d (what it held before flushed).
+    char* start(char* d, int64_t n) {
         flush();
-        std::memcpy(buf, s, n);
         line = d, to = n;
+        return buf;
     }
+    // Holds [d, d + n), the start of the line at d.
+    void hold(char* d, const char* s, int64_t n) { std::memcpy(start(d, n), s, n); }
 };
 
 // Copy n bytes to d, around the cache when NT (the body as aligned 16-byte streaming stores; the
@@ -1375,8 +1377,10 @@ inline void scatter_span(const char* const in[B], char* out, int64_t t0, int64_t
 #if DM_HAVE_AVX512
     if constexpr (NT && B == 2) {
         if (kAvx512 && i + 3 * 64 / W <= blocks) {  // to a line (16-byte steps), then two lines a step
-            for (; (reinterpret_cast<uintptr_t>(out) + i * B * W) % 32; i += 16 / (B * W))
+            if ((reinterpret_cast<uintptr_t>(out) + i * B * W) % 32) {  // 16 bytes, a word at a time
                 for (int64_t t = i * B; t < (i + 16 / (B * W)) * B; ++t) one(t);
+                i += 16 / (B * W);
+            }
             if ((reinterpret_cast<uintptr_t>(out) + i * B * W) % 64) {
                 interleave16<W, B, NT>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
                 i += P;
@@ -1414,9 +1418,8 @@ inline bool scatter_direct(const char* const in[B], char* out, int64_t t0, int64
             }
             if (tail) {  // the line the row ends in, held
                 e = t1 - tail / W;
-                carry->flush();
+                carry->start(reinterpret_cast<char*>(last), tail);
                 scatter_span<W, B, false>(in, in_carry(last), e, t1);
-                carry->line = reinterpret_cast<char*>(last), carry->to = tail;
             }
         }
         scatter_span<W, B, true>(in, out, h, e);
