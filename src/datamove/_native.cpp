@@ -989,11 +989,14 @@ const bool kAvx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
 // AVX-512BW's masked byte loads and VBMI's byte permutes: gather_lines of 1- and 2-byte words.
 const bool kAvx512Bytes = kAvx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
 
-// How far ahead of its loads gather_lines asks for each input line: 1 KiB. SpaceToDepth blocks_first,
-// 1 GiB into NumPy's out=, on the 2-core Intel Xeon, same process, in turns with the copy floor: two tiles
-// ahead (4 KiB) 1.43-1.45x, 256 B 1.49x, 512 B 1.37x, 1 KiB 1.24-1.30x, 1.5 KiB 1.37x, none 1.58x; every
-// line of the B read, not the first alone, 1.28x -> 1.14x (128 MiB, streamed: 0.80x -> 0.71x).
-constexpr int64_t kLinesAhead = 1024;
+// How far ahead of its loads gather_lines asks for each input line: 4 KiB. It once read the side rows a
+// line of each in turn, and 1 KiB was best for that (SpaceToDepth blocks_first, 1 GiB into NumPy's out=,
+// 2-core Intel Xeon: 1.24-1.30x the copy floor; 4 KiB 1.43-1.45x, none 1.58x). It now reads them a tile's
+// row of each in turn (the input in its own order, each output stream in bursts of a row). Same process,
+// in turns: that and 4 KiB, 256 MiB 1.16-1.22x -> 1.04-1.10x, 1 GiB 1.22-1.26x -> 1.08-1.12x, 128 MiB
+// 0.73-0.78x -> 0.68-0.70x; 4 KiB alone gained about half of that, the rows alone (1 KiB) nothing.
+// Every line of the B read, not the first alone: 1.28x -> 1.14x (128 MiB, streamed: 0.80x -> 0.71x).
+constexpr int64_t kLinesAhead = 4096;
 
 // Whether a streamed gather of B rows of W-byte words may go straight from registers to memory a whole line
 // a store (gather_lines): every row and side row on the same offset within a line, and tiles of a line or
@@ -1077,8 +1080,8 @@ __attribute__((always_inline)) inline void line_lanes(int64_t v, int64_t per, in
 // is B vectors of input deinterleaved by permutes and stored at once around the cache (one 64-byte
 // streaming store: no partial line waits in a write-combining buffer, and no L1 buffer in between); the
 // partial lines at the run's two ends are stored plainly. Positions and tiles as in gather (runs of tiles,
-// a side loop); side rows are taken line by line in turn, so the input is read in its own order; a
-// window's words outside its bounds load as zeros. On the 2-core Intel Xeon (AVX-512), SpaceToDepth
+// a side loop); the side rows are taken a group of lines at a time, a tile's row of each in turn, so the
+// input is read in its own order and each output row streams in bursts of a tile's row; a window's words outside its bounds load as zeros. On the 2-core Intel Xeon (AVX-512), SpaceToDepth
 // [64,64,256,256] float32 blocks_first into NumPy's out=, same process, in turns with the copy floor, 1 GiB:
 // 1.58-1.97x through the L1 buffer, 1.14-1.18x this way (README).
 template <int W, int B>
@@ -1098,40 +1101,43 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
     whole_lines(dst + at[0] * W, W, total, &first, &last);
     gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
     const bool padded = w.lo > 0 || w.hi < n * B;
-    int64_t tile = first / n, t = first - tile * n;
-    for (int64_t i = first; i < last; i += L) {
-        const int64_t cut = std::min<int64_t>(n - t, L) * B * H;  // lanes from this tile; the rest from the next
-        const bool inside = cut == B * 16 && w.lo <= t * B && (t + L) * B <= w.hi;
-        for (int64_t m = 0; m < side.n; ++m) {
-            const int32_t* pa = reinterpret_cast<const int32_t*>(src + (tile * step + m * side.s + t * B) * W);
-            const int32_t* pb = reinterpret_cast<const int32_t*>(src + ((tile + 1) * step + m * side.s) * W) - cut;
-            for (int v = 0; v < B; ++v) _mm_prefetch(reinterpret_cast<const char*>(pa + 16 * v) + kLinesAhead, _MM_HINT_T0);
-            __m512i z[B];
-            for (int v = 0; v < B; ++v) {
-                if (inside) {
-                    z[v] = _mm512_loadu_si512(pa + 16 * v);
-                } else {
-                    uint64_t own, next;
-                    line_lanes(v, 16, H, cut, t, B, w, padded, &own, &next);
-                    z[v] = _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32((__mmask16)own, pa + 16 * v), (__mmask16)next, pb + 16 * v);
+    const int64_t group = side.n > 1 ? (n + L - 1) / L * L : total;  // (kLinesAhead)
+    for (int64_t g = first, tile0 = first / n, t0 = first - tile0 * n; g < last; g += group) {
+        for (int64_t m = 0, tile = tile0, t = t0; m < side.n; ++m, tile = tile0, t = t0) {
+            for (int64_t i = g; i < std::min(last, g + group); i += L) {
+                const int64_t cut = std::min<int64_t>(n - t, L) * B * H;  // lanes from this tile; the rest from the next
+                const bool inside = cut == B * 16 && w.lo <= t * B && (t + L) * B <= w.hi;
+                const int32_t* pa = reinterpret_cast<const int32_t*>(src + (tile * step + m * side.s + t * B) * W);
+                const int32_t* pb = reinterpret_cast<const int32_t*>(src + ((tile + 1) * step + m * side.s) * W) - cut;
+                for (int v = 0; v < B; ++v) _mm_prefetch(reinterpret_cast<const char*>(pa + 16 * v) + kLinesAhead, _MM_HINT_T0);
+                __m512i z[B];
+                for (int v = 0; v < B; ++v) {
+                    if (inside) {
+                        z[v] = _mm512_loadu_si512(pa + 16 * v);
+                    } else {
+                        uint64_t own, next;
+                        line_lanes(v, 16, H, cut, t, B, w, padded, &own, &next);
+                        z[v] = _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32((__mmask16)own, pa + 16 * v), (__mmask16)next, pb + 16 * v);
+                    }
                 }
-            }
-            for (int j = 0; j < B; ++j) {
-                __m512i line;
-                if (B == 2) {
-                    line = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
-                } else if (B == 3) {
-                    line = _mm512_permutex2var_epi32(_mm512_permutex2var_epi32(z[0], pick[j], z[1]), then[j], z[2]);
-                } else {
-                    const __m512i lo = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
-                    const __m512i hi = _mm512_permutex2var_epi32(z[B - 2], pick[j], z[B - 1]);
-                    line = _mm512_shuffle_i64x2(lo, hi, 0x44);
+                for (int j = 0; j < B; ++j) {
+                    __m512i line;
+                    if (B == 2) {
+                        line = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
+                    } else if (B == 3) {
+                        line = _mm512_permutex2var_epi32(_mm512_permutex2var_epi32(z[0], pick[j], z[1]), then[j], z[2]);
+                    } else {
+                        const __m512i lo = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
+                        const __m512i hi = _mm512_permutex2var_epi32(z[B - 2], pick[j], z[B - 1]);
+                        line = _mm512_shuffle_i64x2(lo, hi, 0x44);
+                    }
+                    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * side.d + at[j] + i) * W), line);
                 }
-                _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * side.d + at[j] + i) * W), line);
+                t += L;
+                if (t >= n) t -= n, ++tile;
             }
+            if (m + 1 == side.n) tile0 = tile, t0 = t;  // the next group's first line
         }
-        t += L;
-        if (t >= n) t -= n, ++tile;
     }
     gather_positions<W, B>(src, dst, at, n, step, side, w, last, total);
 }
@@ -1172,38 +1178,41 @@ DM_NARROW DM_NOINLINE void gather_narrow_lines(
     whole_lines(dst + at[0] * W, W, total, &first, &last);
     gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
     const bool padded = w.lo > 0 || w.hi < n * B;
-    int64_t tile = first / n, t = first - tile * n;
-    for (int64_t i = first; i < last; i += L) {
-        const int64_t cut = std::min<int64_t>(n - t, L) * B;  // lanes from this tile; the rest from the next
-        const bool inside = cut == B * L && w.lo <= t * B && (t + L) * B <= w.hi;
-        for (int64_t m = 0; m < side.n; ++m) {
-            const char* pa = src + (tile * step + m * side.s + t * B) * W;
-            const char* pb = src + ((tile + 1) * step + m * side.s - cut) * W;
-            __m512i z[B];
-            for (int v = 0; v < B; ++v) {
-                _mm_prefetch(pa + 64 * v + kLinesAhead, _MM_HINT_T0);
-                if (inside) {
-                    z[v] = _mm512_loadu_si512(pa + 64 * v);
-                } else {
-                    uint64_t own, next;
-                    line_lanes(v, L, 1, cut, t, B, w, padded, &own, &next);
-                    z[v] = narrow_load<W>((Mask)own, (Mask)next, pa + 64 * v, pb + 64 * v);
+    const int64_t group = side.n > 1 ? (n + L - 1) / L * L : total;  // (kLinesAhead)
+    for (int64_t g = first, tile0 = first / n, t0 = first - tile0 * n; g < last; g += group) {
+        for (int64_t m = 0, tile = tile0, t = t0; m < side.n; ++m, tile = tile0, t = t0) {
+            for (int64_t i = g; i < std::min(last, g + group); i += L) {
+                const int64_t cut = std::min<int64_t>(n - t, L) * B;  // lanes from this tile; the rest from the next
+                const bool inside = cut == B * L && w.lo <= t * B && (t + L) * B <= w.hi;
+                const char* pa = src + (tile * step + m * side.s + t * B) * W;
+                const char* pb = src + ((tile + 1) * step + m * side.s - cut) * W;
+                __m512i z[B];
+                for (int v = 0; v < B; ++v) {
+                    _mm_prefetch(pa + 64 * v + kLinesAhead, _MM_HINT_T0);
+                    if (inside) {
+                        z[v] = _mm512_loadu_si512(pa + 64 * v);
+                    } else {
+                        uint64_t own, next;
+                        line_lanes(v, L, 1, cut, t, B, w, padded, &own, &next);
+                        z[v] = narrow_load<W>((Mask)own, (Mask)next, pa + 64 * v, pb + 64 * v);
+                    }
                 }
-            }
-            for (int j = 0; j < B; ++j) {
-                __m512i line;
-                if (B == 2) {
-                    line = narrow_permute<W>(z[0], pick[j], z[1]);
-                } else if (B == 3) {
-                    line = narrow_permute<W>(narrow_permute<W>(z[0], pick[j], z[1]), then[j], z[B - 1]);
-                } else {
-                    line = _mm512_shuffle_i64x2(narrow_permute<W>(z[0], pick[j], z[1]), narrow_permute<W>(z[B - 2], pick[j], z[B - 1]), 0x44);
+                for (int j = 0; j < B; ++j) {
+                    __m512i line;
+                    if (B == 2) {
+                        line = narrow_permute<W>(z[0], pick[j], z[1]);
+                    } else if (B == 3) {
+                        line = narrow_permute<W>(narrow_permute<W>(z[0], pick[j], z[1]), then[j], z[B - 1]);
+                    } else {
+                        line = _mm512_shuffle_i64x2(narrow_permute<W>(z[0], pick[j], z[1]), narrow_permute<W>(z[B - 2], pick[j], z[B - 1]), 0x44);
+                    }
+                    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * side.d + at[j] + i) * W), line);
                 }
-                _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * side.d + at[j] + i) * W), line);
+                t += L;
+                if (t >= n) t -= n, ++tile;
             }
+            if (m + 1 == side.n) tile0 = tile, t0 = t;  // the next group's first line
         }
-        t += L;
-        if (t >= n) t -= n, ++tile;
     }
     gather_positions<W, B>(src, dst, at, n, step, side, w, last, total);
 }
