@@ -721,6 +721,70 @@ def test_streamed_gather_windows_taken_as_runs(streaming, threads, dtype, block,
                 assert not written_outside(), offset
 
 
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype, channels", [(np.float32, 8), (np.float32, 4), (np.float32, 2), (np.float64, 4),
+                                             (np.float64, 2), (np.uint8, 16), (np.uint16, 4), (np.complex128, 2),
+                                             (np.float16, 8)])
+@pytest.mark.parametrize("layout", ["tf", "channels_last"])
+def test_gather_windows_of_pixels(monkeypatch, stream, threads, dtype, channels, layout):
+    """SpaceToBatch of channels-last data (TensorFlow's NHWC, or NCHW stored channels-last) with pads on
+    the blocked axes: each window position is a pixel of 2 to 32 bytes, one word, so the pads of the
+    last blocked axis are written in the copy's pass. Bit for bit the spec's result and nothing outside
+    ``out`` at offsets 0-48 bytes into a line, blocks 2-4 and 5 (the generic window), plain and streamed,
+    rows cut among threads anywhere."""
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    item = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(channels * item)
+    with _threads(threads):
+        for block, pads, width in [(2, (1, 1), 2 * 20 - 2), (3, (1, 2), 3 * 9 - 3), (4, (3, 1), 4 * 6 - 4), (5, (2, 3), 5 * 4 - 5)]:
+            nchw = random_array((2, channels, 2 * 3 - 1, width), np.dtype(dtype), rng)
+            if layout == "tf":
+                data = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
+                args = ([1, 2, block, 1], [0, 1, pads[0], 0], [0, 0, pads[1], 0])
+            else:
+                data = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+                args = ([1, 1, 2, block], [0, 0, 1, pads[0]], [0, 0, 0, pads[1]])
+            expected = ref.space_to_batch(data, *args)
+            plan = plans.space_to_batch(data.shape, expected.shape, *map(tuple, args))
+            for offset in (0, 16, 32, 48):
+                base = np.zeros(expected.nbytes + 128, np.uint8)
+                start = -base.__array_interface__["data"][0] % 64 + offset
+                out = base[start:start + expected.nbytes].view(dtype)
+                if layout == "tf":
+                    out = out.reshape(expected.shape)
+                else:  # NCHW stored channels-last, as the data
+                    out = out.reshape((expected.shape[0],) + expected.shape[2:] + (channels,)).transpose(0, 3, 1, 2)
+                windows = [(word, loops) for pattern, word, _, loops in _steps(native_engine.program(plan, data, out))
+                           if pattern == native_engine._PATTERNS["gather_window"]]
+                assert windows and all(word == channels * item for word, _ in windows), windows
+                dm.space_to_batch(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), (block, offset)
+                assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset
+
+
+def test_windows_of_pixels_only_where_the_core_takes_them():
+    """Pixels of 32 bytes (and of 2-16) lower to windows in SpaceToBatch only; pixels over 32 bytes or not
+    a power of two, and BatchToSpace's scatter windows of pixels, lower to None (the copies then run)."""
+    from datamove.engines.strided import lower_window
+
+    def nest(op, shape, channels, dtype=np.float32):
+        data = np.zeros(shape + (channels,), dtype)
+        args = ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0])
+        out_shape = getattr(shapes, op)(data.shape, *args)
+        plan = getattr(plans, op)(data.shape, out_shape, *map(tuple, args))
+        assert plan.windows and all(w.trailing == 2 for w in plan.windows)
+        return [lower_window(data, np.zeros(out_shape, dtype), w) for w in plan.windows]
+
+    assert all(n is not None and n.word == 32 for n in nest("space_to_batch", (1, 6, 6), 8))
+    assert all(n is not None and n.word == 16 for n in nest("space_to_batch", (1, 6, 6), 2, np.float64))
+    assert all(n is None for n in nest("space_to_batch", (1, 6, 6), 16))  # 64 bytes
+    assert all(n is None for n in nest("space_to_batch", (1, 6, 6), 3))  # 12 bytes
+    assert all(n is None for n in nest("batch_to_space", (4, 4, 4), 4))  # a scatter window of 16-byte pixels
+    assert all(n is not None and n.word == 4 for n in nest("batch_to_space", (4, 4, 4), 1))  # one item: as NCHW
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype, width", [(np.uint8, 2 * 201), (np.uint16, 2 * 37), (np.float32, 2 * 64),
                                           (np.float32, 2 * 700), (np.float64, 2 * 9), (np.complex128, 2 * 33)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 
 from datamove import plans, shapes
@@ -86,23 +87,26 @@ def test_plans_are_cached():
     assert plans.space_to_depth(*args) is plans.space_to_depth(*args)
 
 
-def _window_indices(view, window_dims_last_axis, lo, hi, block):
-    """Element indices of ``view`` whose last-axis position t = d * B + b lies in [lo, hi), plus the mask."""
+def _window_indices(view, trailing, lo, hi, block):
+    """Element indices of ``view`` whose window-axis position t = d * B + b lies in [lo, hi), plus the mask
+    (the window axis's dims (d, b) come before ``trailing`` dims)."""
     index = [np.full(view.shape, s) for s in view.start]
     grid = np.indices(view.shape)
     for k, (axis, _, step) in enumerate(view.dims):
         index[axis] = index[axis] + grid[k] * step
-    t = grid[-2] * block + grid[-1]
+    t = grid[-2 - trailing] * block + grid[-1 - trailing]
     return index, (lo <= t) & (t < hi)
 
 
-def _apply_windows(plan, data, out_shape, block_last):
+def _apply_windows(plan, data, out_shape, block):
     """Execute ``plan.windows`` and ``plan.window_fills`` in NumPy, counting writes."""
     out = np.full(out_shape, -1, np.int64)
     writes = np.zeros(out_shape, np.int64)
     for window in plan.windows:
-        src_index, inside = _window_indices(window.src, None, window.lo, window.hi, block_last)
-        dst_index, _ = _window_indices(window.dst, None, window.lo, window.hi, block_last)
+        axis = max(i for i, b in enumerate(block) if b > 1)  # the window axis
+        assert window.trailing == 2 * (len(block) - 1 - axis)
+        src_index, inside = _window_indices(window.src, window.trailing, window.lo, window.hi, block[axis])
+        dst_index, _ = _window_indices(window.dst, window.trailing, window.lo, window.hi, block[axis])
         if window.space == "src":  # S2B: every position written, zeros outside the window
             for axis, ix in enumerate(dst_index):
                 assert ((0 <= ix) & (ix < out_shape[axis])).all()
@@ -137,10 +141,37 @@ def test_windows_do_the_same_work(case):
     out_shape = shapes.space_to_batch(shape, block, begin, end)
     plan = plans.space_to_batch(shape, out_shape, tuple(block), tuple(begin), tuple(end))
     if plan.windows:
-        out, writes = _apply_windows(plan, data, out_shape, block[-1])
+        out, writes = _apply_windows(plan, data, out_shape, block)
         assert (writes == 1).all() and np.array_equal(out, ref.space_to_batch(data, block, begin, end))
     batched = ref.space_to_batch(data, block, begin, end)
     back = plans.batch_to_space(out_shape, shape, tuple(block), tuple(begin), tuple(end))
     if back.windows:
-        out, writes = _apply_windows(back, batched, shape, block[-1])
+        out, writes = _apply_windows(back, batched, shape, block)
         assert (writes == 1).all() and np.array_equal(out, data)
+
+
+@pytest.mark.parametrize("shape, block, begin, end", [
+    ((2, 5, 7, 3), (1, 2, 3, 1), (0, 1, 2, 0), (0, 0, 0, 0)),  # TensorFlow's NHWC: the channels after the window axis
+    ((1, 3, 4, 2, 3), (1, 2, 2, 1, 1), (0, 1, 0, 0, 0), (0, 0, 2, 0, 0)),  # two whole axes after it
+    ((2, 4, 6, 3), (1, 2, 2, 1), (0, 0, 0, 0), (0, 0, 0, 0)),  # no pads
+])
+def test_windows_before_whole_axes(shape, block, begin, end):
+    """Axes without blocks, pads or crops after the last blocked axis ride along as ``trailing`` dims of its
+    windows (each position a pixel of their items); a pad on them leaves the copies alone (no windows)."""
+    import reference as ref
+
+    data = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+    out_shape = shapes.space_to_batch(shape, block, begin, end)
+    plan = plans.space_to_batch(shape, out_shape, block, begin, end)
+    axis = max(i for i, b in enumerate(block) if b > 1)
+    assert plan.windows and all(w.trailing == 2 * (len(shape) - 1 - axis) for w in plan.windows)
+    out, writes = _apply_windows(plan, data, out_shape, block)
+    assert (writes == 1).all() and np.array_equal(out, ref.space_to_batch(data, block, begin, end))
+    back = plans.batch_to_space(out_shape, shape, block, begin, end)
+    assert back.windows
+    out, writes = _apply_windows(back, ref.space_to_batch(data, block, begin, end), shape, block)
+    assert (writes == 1).all() and np.array_equal(out, data)
+    padded_after = list(end)
+    padded_after[-1] = 1
+    assert not plans.space_to_batch(shape, shapes.space_to_batch(shape, block, begin, padded_after), block, begin,
+                                    tuple(padded_after)).windows

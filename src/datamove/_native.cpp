@@ -107,6 +107,12 @@ struct alignas(16) W16 {
     uint64_t a, b;
 };
 
+// A pixel of 32 bytes (8 float32 channels innermost): the word of gather windows over channels-last data,
+// aligned to 16 bytes like W16 (NumPy's large arrays start 16 bytes into a line).
+struct alignas(16) W32 {
+    W16 a, b;
+};
+
 struct Loop {
     int64_t n, s, d;
 };
@@ -582,8 +588,8 @@ inline int64_t gather_simd(const T* in, T* const o[B], int64_t n) {
     }
 #endif
 #if DM_HAVE_SSSE3
-    if (sizeof(T) <= 2 && B == 3 && kSsse3)
-        return gather3_narrow<sizeof(T)>(reinterpret_cast<const char*>(in), reinterpret_cast<char*>(o[0]),
+    if constexpr (sizeof(T) <= 2 && B == 3)  // (constexpr: only narrow words instantiate it)
+        if (kSsse3) return gather3_narrow<sizeof(T)>(reinterpret_cast<const char*>(in), reinterpret_cast<char*>(o[0]),
                                          reinterpret_cast<char*>(o[1]), reinterpret_cast<char*>(o[B - 1]), n);
 #endif
     return 0;
@@ -603,8 +609,8 @@ inline int64_t scatter_simd(const T* const in[B], T* out, int64_t n) {
                               reinterpret_cast<const uint32_t*>(in[B - 1]), reinterpret_cast<uint32_t*>(out), n);
 #endif
 #if DM_HAVE_SSSE3
-    if (sizeof(T) <= 2 && B == 3 && kSsse3)
-        return scatter3_narrow<sizeof(T)>(reinterpret_cast<const char*>(in[0]), reinterpret_cast<const char*>(in[1]),
+    if constexpr (sizeof(T) <= 2 && B == 3)
+        if (kSsse3) return scatter3_narrow<sizeof(T)>(reinterpret_cast<const char*>(in[0]), reinterpret_cast<const char*>(in[1]),
                                           reinterpret_cast<const char*>(in[B - 1]), reinterpret_cast<char*>(out), n);
 #endif
     return 0;
@@ -2005,6 +2011,14 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
 
 typedef void (*RowsFn)(const Step&, char*, char*, int64_t, int64_t);
 
+// Gather windows only: 32-byte words (pixels) come only in SpaceToBatch's windows, so only those are
+// compiled for them (every pattern would add a third to the build's time).
+template <typename T, bool NT>
+RowsFn pick_gather_window(int block) {
+    return block == 2 ? run_rows<T, GATHER_WINDOW, 2, NT> : block == 3 ? run_rows<T, GATHER_WINDOW, 3, NT>
+         : block == 4 ? run_rows<T, GATHER_WINDOW, 4, NT> : run_rows<T, GATHER_WINDOW, 0, NT>;
+}
+
 template <typename T, bool NT>
 RowsFn pick_word(int pattern, int block) {
     switch (pattern) {
@@ -2015,9 +2029,7 @@ RowsFn pick_word(int pattern, int block) {
             return block == 2 ? run_rows<T, GATHER, 2, NT> : block == 3 ? run_rows<T, GATHER, 3, NT> : run_rows<T, GATHER, 4, NT>;
         case SCATTER:
             return block == 2 ? run_rows<T, SCATTER, 2, NT> : block == 3 ? run_rows<T, SCATTER, 3, NT> : run_rows<T, SCATTER, 4, NT>;
-        case GATHER_WINDOW:
-            return block == 2 ? run_rows<T, GATHER_WINDOW, 2, NT> : block == 3 ? run_rows<T, GATHER_WINDOW, 3, NT>
-                 : block == 4 ? run_rows<T, GATHER_WINDOW, 4, NT> : run_rows<T, GATHER_WINDOW, 0, NT>;
+        case GATHER_WINDOW: return pick_gather_window<T, NT>(block);
         default:
             return block == 2 ? run_rows<T, SCATTER_WINDOW, 2, NT> : block == 3 ? run_rows<T, SCATTER_WINDOW, 3, NT>
                  : block == 4 ? run_rows<T, SCATTER_WINDOW, 4, NT> : run_rows<T, SCATTER_WINDOW, 0, NT>;
@@ -2031,7 +2043,8 @@ RowsFn pick_stream(const Step& st) {
         case 2: return pick_word<uint16_t, NT>(st.pattern, st.block);
         case 4: return pick_word<uint32_t, NT>(st.pattern, st.block);
         case 8: return pick_word<uint64_t, NT>(st.pattern, st.block);
-        default: return pick_word<W16, NT>(st.pattern, st.block);
+        case 16: return pick_word<W16, NT>(st.pattern, st.block);
+        default: return pick_gather_window<W32, NT>(st.block);
     }
 }
 
@@ -2439,7 +2452,9 @@ bool parse(const int64_t* p, Py_ssize_t n, Step* steps, int nsteps, int64_t* tot
         const int64_t nloops = p[at + 7];
         at += 8;
         if (st.pattern < 0 || st.pattern > SCATTER_WINDOW || nloops < 2 || nloops > kMaxLoops || at + 3 * nloops > n) return false;
-        if (st.word != 1 && st.word != 2 && st.word != 4 && st.word != 8 && st.word != 16) return false;
+        if (st.word != 1 && st.word != 2 && st.word != 4 && st.word != 8 && st.word != 16 &&
+            !(st.word == 32 && st.pattern == GATHER_WINDOW))
+            return false;
         if ((st.pattern == GATHER || st.pattern == SCATTER) &&
             (st.block < 2 || st.block > 4 || st.lo < 0 || (st.lo && st.block % st.lo))) return false;
         const Loop* loops = reinterpret_cast<const Loop*>(p + at);

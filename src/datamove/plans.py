@@ -42,10 +42,11 @@ class View(NamedTuple):
 
 
 class Window(NamedTuple):
-    """A copy over whole blocks of the last axis that keeps only positions ``lo <= t < hi``.
+    """A copy over whole blocks of the window axis that keeps only positions ``lo <= t < hi``.
 
-    ``src`` and ``dst`` end with the last axis's two index dims ``(d, b)``;
-    ``t = d * B + b`` counts positions along that axis of the "space" tensor
+    The window axis is the last axis with a block over 1. ``src`` and ``dst``
+    have its two index dims ``(d, b)`` last, or just before ``trailing`` dims
+    of the axes after it; ``t = d * B + b`` counts positions along that axis of the "space" tensor
     from the start of the whole blocks. SpaceToBatch (``space == "src"``)
     reads ``data[t - lo]`` there and writes zeros outside the window, so its
     padding along the last axis is written in the same pass; BatchToSpace
@@ -59,6 +60,9 @@ class Window(NamedTuple):
     lo: int
     hi: int
     space: str
+    # Index dims after the window axis's (d, b): the axes after it (blocks of 1, neither padded nor
+    # cropped), two dims each. Each position is then a run of items, a pixel (TensorFlow's NHWC).
+    trailing: int = 0
 
 
 class Plan(NamedTuple):
@@ -142,24 +146,31 @@ def _space_batch_views(rank: int, batch: int, block_shape: Sequence[int],
 
 
 def _windows(rank: int, batch: int, block_shape: Sequence[int], region_pieces: Sequence[Sequence[_Piece]],
-             last_lo: int, last_hi: int, last_count: int, space: str) -> Tuple[Window, ...]:
-    """Windows: the pieces of every axis but the last, times the last axis's whole blocks.
+             regions: Sequence[Tuple[int, int]], counts: Sequence[int], space: str) -> Tuple[Tuple[Window, ...], int]:
+    """Windows: the pieces of every axis but the window axis, times its whole blocks; and that axis.
 
-    ``last_count`` whole blocks of the last axis, positions ``[last_lo, last_hi)`` kept.
+    The window axis is the last with a block over 1 (0: none); the axes after it must be whole (their
+    region ``[0, count)``). ``counts[i - 1]`` whole blocks of axis ``i``, positions ``regions[i - 1]`` kept.
     """
-    if rank < 2 or batch == 0 or last_count == 0 or last_hi <= last_lo or block_shape[rank - 1] == 1:
+    axis = max((i for i in range(1, rank) if block_shape[i] > 1), default=0)
+    if axis == 0 or batch == 0 or any(regions[i - 1] != (0, counts[i - 1]) for i in range(axis + 1, rank)):
         # (a last axis without blocks is one piece of the copies already, a long run when it is
-        # contiguous: windows of one position each would cost a tile per item, TensorFlow's NHWC
-        # space_to_batch_nd 10x the copy floor)
-        return ()
-    whole = _Piece(0, last_count, 0, block_shape[rank - 1], -last_lo)
+        # contiguous: windows of one item each would cost a tile per item; with blocks on an axis
+        # before it, each position is a pixel of those items: TensorFlow's NHWC space_to_batch_nd)
+        return (), 0
+    lo, hi = regions[axis - 1]
+    if counts[axis - 1] == 0 or hi <= lo:
+        return (), 0
+    whole = _Piece(0, counts[axis - 1], 0, block_shape[axis], -lo)
+    pieces = list(region_pieces[:axis - 1]) + [[whole]] + list(region_pieces[axis:])
+    trailing = 2 * (rank - 1 - axis)
     windows = []
-    for space_view, batch_view in _space_batch_views(rank, batch, block_shape, list(region_pieces) + [[whole]]):
+    for space_view, batch_view in _space_batch_views(rank, batch, block_shape, pieces):
         if space == "src":
-            windows.append(Window(space_view, batch_view, last_lo, last_hi, space))
+            windows.append(Window(space_view, batch_view, lo, hi, space, trailing))
         else:
-            windows.append(Window(batch_view, space_view, last_lo, last_hi, space))
-    return tuple(windows)
+            windows.append(Window(batch_view, space_view, lo, hi, space, trailing))
+    return tuple(windows), axis
 
 
 @lru_cache(maxsize=256)
@@ -179,9 +190,7 @@ def batch_to_space(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], bloc
         (src, dst)
         for dst, src in _space_batch_views(len(out_shape), batch, block_shape, pieces)
     )
-    rank = len(out_shape)
-    lo, hi = region[-1] if region else (0, 0)
-    windows = _windows(rank, batch, block_shape, pieces[:-1], lo, hi, data_shape[-1], "dst")
+    windows, _ = _windows(len(out_shape), batch, block_shape, pieces, region, data_shape[1:], "dst")
     return Plan(tuple(out_shape), copies, (), windows)
 
 
@@ -225,12 +234,10 @@ def space_to_batch(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], bloc
                 dims += [(i, piece.d_count, 1), (0, piece.b_count, steps[i - 1])]
             fills.append(View(tuple(start), tuple(dims)))
             fill_axes.append(axis)
-    lo, hi = region[-1] if region else (0, 0)
-    windows = _windows(rank, batch, block_shape, inside[:-1], lo, hi, out_shape[-1], "src")
-    # With windows the last axis's padding is written by them: keep the fills
-    # of the other axes, those whose slab leaves the last axis whole.
-    last = rank - 1
-    window_fills = tuple(f for f, axis in zip(fills, fill_axes) if axis != last) if windows else ()
+    windows, window_axis = _windows(rank, batch, block_shape, inside, region, out_shape[1:], "src")
+    # With windows the window axis's padding is written by them: keep the fills
+    # of the other axes, those whose slab leaves the window axis whole.
+    window_fills = tuple(f for f, axis in zip(fills, fill_axes) if axis != window_axis) if windows else ()
     return Plan(tuple(out_shape), copies, tuple(fills), windows, window_fills)
 
 

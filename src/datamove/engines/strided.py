@@ -292,7 +292,7 @@ def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True, widest: 
 
 
 class WindowNest(NamedTuple):
-    word: int  # the item size: positions in the window count items
+    word: int  # bytes a position of the window: an item, or a pixel of items (up to 32 bytes)
     src_start: int
     dst_start: int
     loops: Tuple[Loop, ...]  # ..., (B, b strides), (blocks, d strides): loops 1 and 0
@@ -306,23 +306,44 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
                  window: Window, addresses: Optional[Tuple[int, int]] = None) -> Optional[WindowNest]:
     """The loop nest of a :class:`~datamove.plans.Window`, or None when the kernels cannot take it.
 
-    They take it when the space side's last axis is contiguous and items are
-    1, 2, 4, 8 or 16 bytes, aligned: then a position ``t`` of the window is the
-    word at ``start + t``.
+    They take it when each position ``t`` of the window is one word on the
+    space side, the word at ``start + t``: an item of 1, 2, 4, 8 or 16 bytes
+    where the window axis is contiguous, or, in SpaceToBatch's gather windows,
+    a pixel of 2 to 32 bytes (a power of two) where the items after it are
+    (channels-last data: the loops contiguous on both sides merge into the
+    item). Words are aligned to their size, up to 16 bytes. Pixels write the
+    padding in the copy's pass: TensorFlow's NHWC, 8 float32 channels, 64 MiB,
+    1.14-1.26x the copy floor -> 1.06-1.09x; 2 channels, block 4, 1.80x ->
+    0.85x (2-core Intel Xeon, same process, in turns). BatchToSpace's scatter
+    windows keep items: in pixels, 5-D channels-last went 1.18x -> 1.34x.
+
+    >>> from datamove import plans
+    >>> x = np.zeros((1, 6, 6, 8), np.float32)   # TensorFlow's NHWC: each position a pixel of 32 bytes
+    >>> plan = plans.space_to_batch(x.shape, (4, 4, 4, 8), (1, 2, 2, 1), (0, 1, 1, 0), (0, 1, 1, 0))
+    >>> out = np.zeros((4, 4, 4, 8), np.float32)
+    >>> nest = lower_window(x, out, plan.windows[0])
+    >>> nest.word, nest.pattern, nest.block, nest.loops[-2:], (nest.lo, nest.hi)
+    (32, 'gather_window', 2, ((2, 1, 16), (4, 2, 1)), (1, 7))
     """
     itemsize = src_array.dtype.itemsize
-    space = src_array if window.space == "src" else dst_array
-    if itemsize not in (1, 2, 4, 8, 16) or space.strides[-1] != itemsize:
-        return None
     src_start, src_loops = _byte_loops(src_array, window.src)
     dst_start, dst_loops = _byte_loops(dst_array, window.dst)
     loops = [[n, s, d] for (n, s), (_, d) in zip(src_loops, dst_loops)]
+    cut = len(loops) - window.trailing
+    blocks, offsets = loops[cut - 2], loops[cut - 1]
+    rest = _merge(loops[:cut - 2] + loops[cut:] + [[itemsize, 1, 1]])
+    unit = [l for l in rest if l[1] == 1 and l[2] == 1]  # the item and the items that go on from it on both sides
+    word = unit[0][0] if unit else 1
+    space_side = 1 if window.space == "src" else 2
+    if word not in (1, 2, 4, 8, 16, 32) or offsets[space_side] != word or (word != itemsize and window.space != "src"):
+        return None
+    rest = [l for l in rest if l not in unit]
     if addresses is None:
         addresses = (_address(src_array), _address(dst_array))
-    values = [src_start, dst_start, *addresses] + [x for l in loops for x in l[1:]]
-    if any(v % itemsize for v in values):
+    strides = [src_start, dst_start] + [x for l in rest + [blocks, offsets] for x in l[1:]]
+    if any(v % word for v in strides) or any(a % min(word, 16) for a in addresses):
         return None
-    words = [[l[0], l[1] // itemsize, l[2] // itemsize] for l in loops]
+    words = [[l[0], l[1] // word, l[2] // word] for l in rest + [blocks, offsets]]
     blocks, offsets = words[-2], words[-1]
     rest = _merge(words[:-2])
     side = 1 if window.space == "src" else 2  # follow the contiguous space side
@@ -330,8 +351,7 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     pattern = "gather_window" if window.space == "src" else "scatter_window"
     block = offsets[0] if offsets[0] in BLOCKS else 0
     nest = cast("Tuple[Loop, ...]", tuple(map(tuple, rest + [offsets, blocks])))
-    return WindowNest(itemsize, src_start // itemsize, dst_start // itemsize, nest,
-                      pattern, block, window.lo, window.hi)
+    return WindowNest(word, src_start // word, dst_start // word, nest, pattern, block, window.lo, window.hi)
 
 
 def _address(array: np.ndarray[Any, Any]) -> int:
