@@ -747,10 +747,22 @@ inline __m128 load8(const float* p) {
 // A run of small_scatter tiles (tile m reads rows at src + m * sm + at[j], writes n * B words at dst + m * dm),
 // each transposed in registers: as one loop, not tile by tile, where each tile's set-up cost more than its
 // moves (DepthToSpace depth_first NHWC with 16 channels: 32-byte tiles). NT: dst and dm on 16 bytes.
+// Where the rows lie in two or more input streams (rows a line or more apart: SpaceToDepth depth_first
+// NHWC, a 2 x 2 block's two input rows), each stream's input is asked for 4 KiB ahead once a line: 2
+// channels, 64 MiB, 1.09x -> 0.75x the copy floor (same process, in turns). One stream (DepthToSpace)
+// is left to the CPU's prefetchers.
 template <int B, int N, bool NT>
 inline void scatter_run_of(const float* s, float* d, const int64_t* at, int64_t run, int64_t sm, int64_t dm) {
     const int64_t a1 = at[1], a2 = at[2], a3 = at[3];
-    for (int64_t m = 0; m < run; ++m, s += sm, d += dm) {
+    const int64_t every = std::max<int64_t>(1, 16 / std::max<int64_t>(1, sm));  // tiles a line of input
+    int64_t streams[B], count = 0;
+    for (int j = 0; j < B; ++j)
+        if (j == 0 || std::abs(at[j] - at[j - 1]) >= 16) streams[count++] = at[j];
+    for (int64_t m = 0, ask = count > 1 ? 0 : run; m < run; ++m, s += sm, d += dm) {
+        if (m == ask) {  // (a counter: a modulo here cost DepthToSpace 1.2x -> 1.7x)
+            ask += every;
+            for (int64_t j = 0; j < count; ++j) _mm_prefetch(reinterpret_cast<const char*>(s + streams[j]) + 4096, _MM_HINT_T0);
+        }
         if (B == 2 && N == 2) {  // [r0 r0'] [r1 r1'] -> [r0 r1 r0' r1']
             put16<NT>(d, _mm_unpacklo_ps(load8(s), load8(s + a1)));
         } else if (B == 2 && N == 4) {
