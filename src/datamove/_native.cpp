@@ -206,6 +206,11 @@ const bool kAvx512Bytes = kAvx512 && __builtin_cpu_supports("avx512bw") && __bui
 __attribute__((target("avx512f"))) DM_NOINLINE void stream_lines(char* d, const char* s, int64_t n) {
     for (int64_t k = 0; k < n; k += kLine) _mm512_stream_si512(reinterpret_cast<__m512i*>(d + k), _mm512_loadu_si512(s + k));
 }
+
+// n bytes (a multiple of 64) of zeros at d (on a line), as stream_lines (zero_bytes' bodies).
+__attribute__((target("avx512f"))) DM_NOINLINE void zero_lines(char* d, int64_t n) {
+    for (int64_t k = 0; k < n; k += kLine) _mm512_stream_si512(reinterpret_cast<__m512i*>(d + k), _mm512_setzero_si512());
+}
 #endif
 
 // Where put_bytes and put_lines store whole lines 64 bytes a store (see stream_lines).
@@ -330,7 +335,17 @@ inline void zero_bytes(char* d, int64_t n) {
         d += head, n -= head;
         int64_t body = n & ~int64_t(15);
         const __m128i z = _mm_setzero_si128();
-        for (int64_t k = 0; k < body; k += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), z);
+        int64_t k = 0;
+#if DM_HAVE_AVX512
+        if (kAvx512 && body >= kLineStoresFrom) {  // 16 bytes a store to a line, then whole lines
+            for (; (reinterpret_cast<uintptr_t>(d + k) & (kLine - 1)) && k < body; k += 16)
+                _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), z);
+            const int64_t lines = (body - k) & ~(kLine - 1);
+            zero_lines(d + k, lines);
+            k += lines;
+        }
+#endif
+        for (; k < body; k += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), z);
         if (words) {
             for (int64_t k = body; k < n; k += 4) _mm_stream_si32(reinterpret_cast<int*>(d + k), 0);
         } else {
