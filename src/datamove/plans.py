@@ -46,12 +46,13 @@ class Window(NamedTuple):
 
     The window axis is the last axis with a block over 1. ``src`` and ``dst``
     have its two index dims ``(d, b)`` last, or just before ``trailing`` dims
-    of the axes after it; ``t = d * B + b`` counts positions along that axis of the "space" tensor
-    from the start of the whole blocks. SpaceToBatch (``space == "src"``)
-    reads ``data[t - lo]`` there and writes zeros outside the window, so its
-    padding along the last axis is written in the same pass; BatchToSpace
-    (``space == "dst"``) writes ``out[t - lo]`` and skips what is cropped.
-    The ``space`` view's start along the last axis is ``-lo`` (it may be
+    of the axes after it; ``t = d * B + b`` counts positions along that axis
+    of the "space" tensor from the start of the whole blocks. SpaceToBatch
+    (``space == "src"``) reads ``data[t - lo]`` there and writes zeros outside
+    the window, so its padding along the window axis is written in the same
+    pass; BatchToSpace (``space == "dst"``) writes ``out[t - lo]`` and skips
+    what is cropped. The ``space`` view's start along the window axis is
+    ``-lo`` (it may be
     negative: an engine only touches positions inside the window).
     """
 
