@@ -764,6 +764,67 @@ def test_gather_windows_of_pixels(monkeypatch, stream, threads, dtype, channels,
                 assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset
 
 
+_GUARDED = """
+import ctypes, mmap, sys
+import numpy as np, datamove as dm
+from datamove.engines import native_engine
+native_engine.core()
+native_engine.STREAM_BYTES = 0  # every output streamed
+libc = ctypes.CDLL(None)
+page = mmap.PAGESIZE
+def guarded(shape, dtype, layout):
+    # an array whose last byte is the last byte before a page that may not be read
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    pages = -(-nbytes // page) + 1
+    m = mmap.mmap(-1, pages * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    assert libc.mprotect(ctypes.c_void_p(base + (pages - 1) * page), page, 0) == 0  # PROT_NONE
+    flat = np.frombuffer(m, np.uint8, nbytes, (pages - 1) * page - nbytes).view(dtype)
+    if layout == "nhwc":
+        n, c, h, w = shape
+        return flat.reshape(n, h, w, c).transpose(0, 3, 1, 2), m
+    return flat.reshape(shape), m
+rng = np.random.default_rng(0)
+for op, shape, args, layout, dtype in CASES:
+    data, keep = guarded(shape, dtype, layout)
+    data[...] = rng.integers(0, 100, shape)
+    expected = getattr(dm, op)(np.array(data), *args, engine="numpy")
+    n, c, *space = expected.shape
+    for threads, offset in [(t, o) for t in (1, 2) for o in (0, 16, 32, 48)]:  # (where the output's lines start)
+        dm.set_num_threads(threads)
+        buf = np.empty(expected.nbytes + 128, np.uint8)
+        start = -buf.ctypes.data % 64 + offset
+        flat = buf[start:start + expected.nbytes].view(dtype)
+        out = flat.reshape(n, *space, c).transpose(0, 3, 1, 2) if layout == "nhwc" else flat.reshape(expected.shape)
+        getattr(dm, op)(data, *args, out=out, engine="native")
+        assert np.array_equal(out, expected), (op, shape, args, offset)
+print("ok")
+"""
+
+
+def test_no_read_past_the_input():
+    """The streamed kernels that load whole vectors (pixel tiles' lines, whole-line gathers and scatters)
+    read nothing past the input's last byte: inputs that end right before a page that may not be read,
+    at every pass's start (DepthToSpace depth_first NHWC reads each pixel twice, from 0 and from 2 words
+    in) and every output offset into a line (which decides where a run's whole lines end), give the NumPy
+    engine's result and no crash (in a child process)."""
+    pads = ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])
+    cases = [("depth_to_space", (2, 8, 5, 12), ("depth_first", 2), "nhwc", "float32"),
+             ("depth_to_space", (2, 16, 5, 12), ("depth_first", 2), "nhwc", "float32"),
+             ("depth_to_space", (2, 16, 3, 37), ("blocks_first", 2), "nchw", "float32"),
+             ("depth_to_space", (2, 16, 3, 37), ("blocks_first", 2), "nchw", "float64"),
+             ("depth_to_space", (2, 16, 3, 70), ("blocks_first", 2), "nchw", "uint8"),
+             ("space_to_depth", (2, 2, 6, 40), ("depth_first", 2), "nhwc", "float32"),
+             ("space_to_depth", (2, 3, 6, 72), ("blocks_first", 2), "nchw", "float32"),
+             ("space_to_depth", (2, 3, 6, 200), ("blocks_first", 2), "nchw", "uint8"),
+             ("space_to_depth", (2, 3, 6, 72), ("blocks_first", 2), "nchw", "float64"),
+             ("batch_to_space", (4, 3, 5, 40), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1]), "nchw", "float32"),
+             ("space_to_batch", (1, 3, 6, 62), pads, "nchw", "float32"),
+             ("space_to_batch", (1, 3, 6, 190), pads, "nchw", "uint16"),
+             ("space_to_batch", (2, 6, 30, 8), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float32")]  # TF NHWC
+    assert _child(_GUARDED.replace("CASES", repr(cases))).strip() == "ok"
+
+
 def test_windows_of_pixels_only_where_the_core_takes_them():
     """Pixels of 32 bytes (and of 2-16) lower to windows in SpaceToBatch only; pixels over 32 bytes or not
     a power of two, and BatchToSpace's scatter windows of pixels, lower to None (the copies then run)."""
