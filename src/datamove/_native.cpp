@@ -213,7 +213,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE void zero_lines(char* d, int64_t 
 }
 #endif
 
-// Where put_bytes and put_lines store whole lines 64 bytes a store (see stream_lines).
+// Where put_bytes, put_lines and zero_bytes store whole lines 64 bytes a store (see stream_lines).
 constexpr int64_t kLineStoresFrom = 256;
 
 // Copy n bytes to d, around the cache when NT (the body as aligned 16-byte streaming stores; the
@@ -996,29 +996,25 @@ inline bool scatter_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run,
     const float* s = reinterpret_cast<const float*>(src + a);
     float* d = reinterpret_cast<float*>(dst + b);
     if (NT && ((reinterpret_cast<uintptr_t>(d) & 15) || (inner.d & 3))) return false;
+    auto tiles = [&](int64_t m0, int64_t m1) {  // tiles [m0, m1), 16 bytes a store
+        if (st.l0.n == 2) {
+            scatter_run_of<B, 2, NT>(s + m0 * inner.s, d + m0 * inner.d, st.at, m1 - m0, inner.s, inner.d);
+        } else {
+            scatter_run_of<B, 4, NT>(s + m0 * inner.s, d + m0 * inner.d, st.at, m1 - m0, inner.s, inner.d);
+        }
+    };
+    int64_t lead = run, end = run;  // tiles [lead, end) stored a whole line at a time
 #if DM_HAVE_AVX512
     if constexpr (B == 2 || B == 4)
         if (NT) {
-            int64_t lead = 0;
-            const int64_t end = st.l0.n == 2 ? scatter_run_lines<B, 2>(s, d, st.at, run, inner.s, inner.d, &lead)
-                                             : scatter_run_lines<B, 4>(s, d, st.at, run, inner.s, inner.d, &lead);
-            if (end) {
-                if (st.l0.n == 2) {
-                    scatter_run_of<B, 2, NT>(s, d, st.at, lead, inner.s, inner.d);
-                    scatter_run_of<B, 2, NT>(s + end * inner.s, d + end * inner.d, st.at, run - end, inner.s, inner.d);
-                } else {
-                    scatter_run_of<B, 4, NT>(s, d, st.at, lead, inner.s, inner.d);
-                    scatter_run_of<B, 4, NT>(s + end * inner.s, d + end * inner.d, st.at, run - end, inner.s, inner.d);
-                }
-                return true;
-            }
+            int64_t first = 0;
+            const int64_t last = st.l0.n == 2 ? scatter_run_lines<B, 2>(s, d, st.at, run, inner.s, inner.d, &first)
+                                              : scatter_run_lines<B, 4>(s, d, st.at, run, inner.s, inner.d, &first);
+            if (last) lead = first, end = last;
         }
 #endif
-    if (st.l0.n == 2) {
-        scatter_run_of<B, 2, NT>(s, d, st.at, run, inner.s, inner.d);
-    } else {
-        scatter_run_of<B, 4, NT>(s, d, st.at, run, inner.s, inner.d);
-    }
+    tiles(0, lead);
+    tiles(end, run);
     return true;
 #else
     (void)src, (void)dst, (void)a, (void)b, (void)run, (void)inner, (void)st;
