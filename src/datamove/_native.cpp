@@ -947,18 +947,26 @@ __attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter_run_lines(const f
     constexpr int T = 16 / (N * B);  // tiles a line
     const int64_t gap = (kLine - (int64_t)(reinterpret_cast<uintptr_t>(d) & (kLine - 1))) & (kLine - 1);  // bytes to a line
     if (!kAvx512 || dm != N * B || sm < 0 || gap % (dm * 4)) return 0;
-    alignas(64) int32_t lanes[16];
-    int64_t need = 0;  // lanes read: the second load is masked to them, so no word past the run's input is read
-    for (int t = 0; t < T; ++t)
-        for (int i = 0; i < N; ++i)
-            for (int j = 0; j < B; ++j) {
-                const int64_t lane = t * sm + at[j] + i;
-                if (at[j] < 0 || lane >= 32) return 0;
-                lanes[(t * N + i) * B + j] = (int32_t)lane;
-                need = std::max(need, lane + 1);
-            }
-    if (need < 16) return 0;  // (16 distinct lanes: never)
-    const __m512i idx = _mm512_load_si512(lanes);
+    // Lane p = (t * N + i) * B + j of the permute's index: t * sm + at[j] + i, built in registers. (Stored
+    // word by word and loaded whole, the load cannot take the words from the queued stores: it waited
+    // for the queue to drain, streaming stores and all, once a run.)
+    int64_t top = 0;
+    for (int j = 0; j < B; ++j) {
+        if (at[j] < 0) return 0;
+        top = std::max(top, at[j]);
+    }
+    // lanes read (16 distinct ones: never under 16): the second load is masked to them, so no word past
+    // the run's input is read
+    const int64_t need = (T - 1) * sm + top + N;
+    if (need > 32 || need < 16) return 0;
+    constexpr int LB = B == 2 ? 1 : 2, LN = N == 2 ? 1 : 2;
+    const __m512i p = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i rows = _mm512_set1_epi32((int)at[0]);
+    for (int j = 1; j < B; ++j)
+        rows = _mm512_mask_mov_epi32(rows, (__mmask16)((B == 2 ? 0x5555 : 0x1111) << j), _mm512_set1_epi32((int)at[j]));
+    const __m512i i = _mm512_and_si512(_mm512_srli_epi32(p, LB), _mm512_set1_epi32(N - 1));
+    const __m512i t = _mm512_srli_epi32(p, LB + LN);
+    const __m512i idx = _mm512_add_epi32(_mm512_add_epi32(rows, i), _mm512_mullo_epi32(t, _mm512_set1_epi32((int)(T > 1 ? sm : 0))));
     const __mmask16 second = (__mmask16)((1u << (need - 16)) - 1);
     *lead = std::min<int64_t>(run, gap / (dm * 4));
     int64_t m = *lead;
