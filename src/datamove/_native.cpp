@@ -1152,14 +1152,23 @@ struct Bounds {
 // lane k takes lane (k / H * B + j) * H + k % H of the vectors, in turn. B = 2: one permute of vectors 0-1
 // (idx). B = 4: the first half of the line from vectors 0-1 and the second from 2-3, by the same idx.
 // B = 3: the lanes in vectors 0-1 by idx, then those in vector 2 by rest (the others stay).
-template <typename Lane>
-inline void line_permutes(int V, int H, int B, int j, Lane* idx, Lane* rest) {
-    for (int k = 0; k < V; ++k) {
-        const int lane = ((((B == 4 ? k % (V / 2) : k) / H) * B + j) * H + k % H);
-        idx[k] = (Lane)(lane & (2 * V - 1));
-        rest[k] = (Lane)(lane < 2 * V ? k : V + (lane - 2 * V));
+// Constants, loaded from the binary: built on the stack at each call and loaded whole, a load cannot
+// take the lanes from the queued stores and waited for the queue to drain, streaming stores and all.
+template <typename Lane, int V, int H, int B>
+struct LinePermutes {
+    alignas(64) Lane idx[B][V];
+    alignas(64) Lane rest[B][V];
+    constexpr LinePermutes() : idx(), rest() {
+        for (int j = 0; j < B; ++j)
+            for (int k = 0; k < V; ++k) {
+                const int lane = ((((B == 4 ? k % (V / 2) : k) / H) * B + j) * H + k % H);
+                idx[j][k] = (Lane)(lane & (2 * V - 1));
+                rest[j][k] = (Lane)(lane < 2 * V ? k : V + (lane - 2 * V));
+            }
     }
-}
+};
+template <typename Lane, int V, int H, int B>
+constexpr LinePermutes<Lane, V, H, B> kLinePermutes{};
 
 // Of a run of `total` positions of W bytes from d: the first that starts a line, and the end of the last
 // whole line.
@@ -1222,12 +1231,10 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
     constexpr int L = kLine / W;      // positions a line
     constexpr int H = W / 4;          // 32-bit lanes a word
     const int64_t total = n * runs;
-    __m512i pick[B], then[B];  // (line_permutes)
+    __m512i pick[B], then[B];  // (LinePermutes)
     for (int j = 0; j < B; ++j) {
-        alignas(64) int32_t idx[16], rest[16];
-        line_permutes(16, H, B, j, idx, rest);
-        pick[j] = _mm512_load_si512(idx);
-        then[j] = _mm512_load_si512(rest);
+        pick[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.idx[j]);
+        then[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.rest[j]);
     }
     int64_t first, last;
     whole_lines(dst + at[0] * W, W, total, &first, &last);
@@ -1299,12 +1306,10 @@ DM_NARROW DM_NOINLINE void gather_narrow_lines(
     using Lane = std::conditional_t<W == 1, int8_t, int16_t>;
     using Mask = std::conditional_t<W == 1, __mmask64, __mmask32>;
     const int64_t total = n * runs;
-    __m512i pick[B], then[B];  // (line_permutes, in lanes of one word)
+    __m512i pick[B], then[B];  // (LinePermutes, in lanes of one word)
     for (int j = 0; j < B; ++j) {
-        alignas(64) Lane idx[L], rest[L];
-        line_permutes(L, 1, B, j, idx, rest);
-        pick[j] = _mm512_load_si512(idx);
-        then[j] = _mm512_load_si512(rest);
+        pick[j] = _mm512_load_si512(kLinePermutes<Lane, L, 1, B>.idx[j]);
+        then[j] = _mm512_load_si512(kLinePermutes<Lane, L, 1, B>.rest[j]);
     }
     int64_t first, last;
     whole_lines(dst + at[0] * W, W, total, &first, &last);
