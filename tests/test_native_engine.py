@@ -821,7 +821,10 @@ def test_no_read_past_the_input():
              ("batch_to_space", (4, 3, 5, 40), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1]), "nchw", "float32"),
              ("space_to_batch", (1, 3, 6, 62), pads, "nchw", "float32"),
              ("space_to_batch", (1, 3, 6, 190), pads, "nchw", "uint16"),
-             ("space_to_batch", (2, 6, 30, 8), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float32")]  # TF NHWC
+             ("space_to_batch", (2, 6, 30, 8), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float32"),  # TF NHWC
+             ("space_to_batch", (2, 6, 30, 4), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float32"),  # 16-byte pixels
+             ("space_to_batch", (2, 6, 30, 2), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float64"),
+             ("space_to_batch", (1, 4, 6, 62), pads, "nhwc", "float32")]
     assert _child(_GUARDED.replace("CASES", repr(cases))).strip() == "ok"
 
 
