@@ -824,7 +824,10 @@ def test_no_read_past_the_input():
              ("space_to_batch", (2, 6, 30, 8), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float32"),  # TF NHWC
              ("space_to_batch", (2, 6, 30, 4), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float32"),  # 16-byte pixels
              ("space_to_batch", (2, 6, 30, 2), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float64"),
-             ("space_to_batch", (1, 4, 6, 62), pads, "nhwc", "float32")]
+             ("space_to_batch", (1, 4, 6, 62), pads, "nhwc", "float32"),
+             ("depth_to_space", (2, 64, 3, 9), ("blocks_first", 2), "nhwc", "float32"),  # rows of tiles' chunks
+             ("depth_to_space", (2, 256, 2, 5), ("blocks_first", 2), "nhwc", "float32"),
+             ("batch_to_space", (4, 16, 3, 20), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1]), "nhwc", "float32")]
     assert _child(_GUARDED.replace("CASES", repr(cases))).strip() == "ok"
 
 
