@@ -1971,7 +1971,7 @@ inline void copy_small(char* d, const char* s, int64_t n) {
 // the partial lines at the two ends are 16-byte streaming stores. Before, each tile's row was 16-byte
 // streaming stores: in a loop written by hand (2-core Intel Xeon, 64 MiB, 2 threads) such stores 16
 // bytes into a line copied in 4.25 ms, 64-byte ones 2.93 ms. Same process, in turns: DepthToSpace NHWC
-// blocks_first 128 MiB (512-byte chunks) 0.97-0.98x -> 0.84-0.85x the copy floor, 16 channels into 4
+// blocks_first 128 MiB (512-byte chunks) 0.97-0.98x -> 0.84-0.85x the copy floor, 64 channels into 16
 // (128-byte chunks) 0.86-0.93x -> 0.73-0.87x, BatchToSpace NHWC 16 channels 0.66-0.67x -> 0.59-0.61x.
 // (Two masked loads for every line: 512-byte chunks read 1.18x. A loop over a line's chunks of any
 // size, down to 16 bytes: 128-byte chunks read 1.31-1.36x, 32-byte ones 1.22x. So chunks of 64 bytes or
