@@ -966,7 +966,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter_run_lines(const f
         rows = _mm512_mask_mov_epi32(rows, (__mmask16)((B == 2 ? 0x5555 : 0x1111) << j), _mm512_set1_epi32((int)at[j]));
     const __m512i i = _mm512_and_si512(_mm512_srli_epi32(p, LB), _mm512_set1_epi32(N - 1));
     const __m512i t = _mm512_srli_epi32(p, LB + LN);
-    const __m512i idx = _mm512_add_epi32(_mm512_add_epi32(rows, i), _mm512_mullo_epi32(t, _mm512_set1_epi32((int)(T > 1 ? sm : 0))));
+    const __m512i idx = _mm512_add_epi32(_mm512_add_epi32(rows, i), _mm512_mullo_epi32(t, _mm512_set1_epi32((int)(T > 1 ? sm : 0))));  // (T = 1: t = 0, sm any size)
     const __mmask16 second = (__mmask16)((1u << (need - 16)) - 1);
     *lead = std::min<int64_t>(run, gap / (dm * 4));
     int64_t m = *lead;
@@ -1965,8 +1965,8 @@ inline void copy_small(char* d, const char* s, int64_t n) {
 
 #if DM_HAVE_AVX512
 // `total` bytes to o (on 16 bytes) from chunks of c >= 64 bytes (a multiple of 16), chunk i at in + i * sm: the
-// rows of a run of CONTIGUOUS tiles that go on from each other (a pixel's channels, DepthToSpace and
-// SpaceToBatch NHWC). Each whole line of the output is one 64-byte streaming store: one load inside a
+// rows of a run of CONTIGUOUS tiles that go on from each other (a pixel's channels: DepthToSpace,
+// BatchToSpace and SpaceToBatch NHWC). Each whole line of the output is one 64-byte streaming store: one load inside a
 // chunk, two masked loads (16 bytes a lane group; the masked-off lanes are not read) where it spans two;
 // the partial lines at the two ends are 16-byte streaming stores. Before, each tile's row was 16-byte
 // streaming stores: in a loop written by hand (2-core Intel Xeon, 64 MiB, 2 threads) such stores 16
@@ -1997,15 +1997,14 @@ __attribute__((target("avx512f"))) DM_NOINLINE void stream_chunks(char* o, const
             v = _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32(mine, in + i * sm + w), (__mmask16)~mine, in + (i + 1) * sm - first);
         }
         _mm512_stream_si512(reinterpret_cast<__m512i*>(o + x), v);
-        w += kLine;
-        if (w >= c) w -= c, ++i;
+        advance(kLine);
     }
     for (; x < total; x += 16) piece(x);
 }
 #endif
 
-// A run of CONTIGUOUS tiles (one tile: run 1) of rows up to 128 bytes (see short_rows_run); false where it
-// has no such case.
+// A run of CONTIGUOUS tiles (one tile: run 1) whose rows go on from tile to tile (stream_chunks), or of rows
+// up to 128 bytes (see short_rows_run); false where it has no such case.
 template <typename T, bool NT>
 inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
     const int64_t w = sizeof(T), bytes = st.l0.n * w;
