@@ -334,8 +334,8 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     rest = _merge(loops[:cut - 2] + loops[cut:] + [[itemsize, 1, 1]])
     unit = [l for l in rest if l[1] == 1 and l[2] == 1]  # the item and the items that go on from it on both sides
     word = unit[0][0] if unit else 1
-    space_side = 1 if window.space == "src" else 2
-    if word not in (1, 2, 4, 8, 16, 32) or offsets[space_side] != word or (word != itemsize and window.space != "src"):
+    side = 1 if window.space == "src" else 2  # the space side: contiguous along the window
+    if word not in (1, 2, 4, 8, 16, 32) or offsets[side] != word or (word != itemsize and window.space != "src"):
         return None
     rest = [l for l in rest if l not in unit]
     if addresses is None:
@@ -346,7 +346,6 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     words = [[l[0], l[1] // word, l[2] // word] for l in rest + [blocks, offsets]]
     blocks, offsets = words[-2], words[-1]
     rest = _merge(words[:-2])
-    side = 1 if window.space == "src" else 2  # follow the contiguous space side
     rest = sorted(rest, key=lambda l: (abs(l[side]), abs(l[3 - side])), reverse=True)
     pattern = "gather_window" if window.space == "src" else "scatter_window"
     block = offsets[0] if offsets[0] in BLOCKS else 0
