@@ -905,6 +905,37 @@ def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(streaming, thre
             assert not written_outside(), offset
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype, channels", [
+    (np.float32, 16), (np.float32, 32), (np.int32, 48), (np.float64, 8), (np.complex128, 8), (np.complex64, 24)])
+def test_streamed_gather_rows_in_chains(streaming, threads, dtype, channels):
+    """DepthToSpace depth_first channels-last with a 2 x 2 block, output pixels of whole lines (64 bytes or
+    a multiple): a gather tile's rows are output pixels, j = 0 and 1 next to each other and the next tile's
+    after them (chained_rows). Where the CPU has AVX-512F they stream straight from registers at any offset
+    into a line (chained_lines: each line from the two vectors around it, a chain's end lines stored
+    plainly). Bit for bit the spec's result and nothing outside it, inputs reversed along W included, rows
+    cut among threads anywhere."""
+    core = native_engine.core()
+    item = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(channels * threads)
+    nhwc = random_array((3, 5, 37, 4 * channels), np.dtype(dtype), rng)
+    with _threads(threads):
+        for data in (nhwc.transpose(0, 3, 1, 2), nhwc.transpose(0, 3, 1, 2)[..., ::-1]):
+            expected = ref.depth_to_space(data, "depth_first", 2)
+            plan = plans.depth_to_space(data.shape, expected.shape, "depth_first", 2)
+            last = np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
+            for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
+                out = out.transpose(0, 3, 1, 2)
+                program = native_engine.program(plan, data, out)
+                (pattern, _, block, loops), = _steps(program)
+                assert (pattern, block) == (native_engine._PATTERNS["gather"], 4)
+                if core.WHOLE_LINES:
+                    assert core.streams(program, native_engine._address(out)), offset
+                dm.depth_to_space(data, "depth_first", 2, out=out, engine="native")
+                assert same_bits(out, expected), offset
+                assert not written_outside(), offset
+
+
 @pytest.mark.parametrize("mode", ["depth_first", "blocks_first"])
 def test_gather_loops_follow_the_input_past_too_many_side_rows(streaming, mode):
     """5-D SpaceToDepth with block 3: the tile's three rows go on past the block's row loop, nine rows side
