@@ -969,6 +969,42 @@ def test_strided_tiles_a_line_at_a_time(monkeypatch, stream, threads, dtype, blo
                 assert not written_outside(), offset
 
 
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("op, dtype, block, channels", [
+    ("space_to_depth", np.float32, 3, 16), ("space_to_depth", np.float32, 4, 32), ("space_to_depth", np.float64, 3, 8),
+    ("space_to_depth", np.int32, 5, 16), ("depth_to_space", np.float32, 3, 8), ("depth_to_space", np.float64, 3, 6),
+    ("depth_to_space", np.int32, 5, 8), ("depth_to_space", np.complex64, 3, 6)])
+def test_strided_units_from_a_table(monkeypatch, stream, threads, op, dtype, block, channels):
+    """Channels-last SpaceToDepth depth_first (a pixel's channels, block rows and columns) and DepthToSpace
+    depth_first with blocks of 3 and a few channels: STRIDED tiles, alone or with the loop just outside,
+    fill a dense block of output words that the next goes on from. Where the CPU has AVX-512F each line is
+    one gather instruction with its lanes' offsets from a table made once (table_lines), stored plainly or
+    streamed at any offset into a line; the words after the last whole line one at a time. Bit for bit the
+    spec's result and nothing outside it, inputs reversed along W included, rows cut among threads anywhere."""
+    core = native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    item = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(channels * threads + block)
+    spec, call, plan_of = getattr(ref, op), getattr(dm, op), getattr(plans, op)
+    shape = (3, 2 * block, 7 * block, channels) if op == "space_to_depth" else (3, 5, 21, block * block * channels)
+    nhwc = random_array(shape, np.dtype(dtype), rng)
+    with _threads(threads):
+        for data in (nhwc.transpose(0, 3, 1, 2), nhwc.transpose(0, 3, 1, 2)[..., ::-1]):
+            expected = spec(data, "depth_first", block)
+            plan = plan_of(data.shape, expected.shape, "depth_first", block)
+            last = np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
+            for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
+                out = out.transpose(0, 3, 1, 2)
+                program = native_engine.program(plan, data, out)
+                assert [step[0] for step in _steps(program)] == [native_engine._PATTERNS["strided"]]
+                if core.WHOLE_LINES and stream:
+                    assert core.streams(program, native_engine._address(out)), offset
+                call(data, "depth_first", block, out=out, engine="native")
+                assert same_bits(out, expected), offset
+                assert not written_outside(), offset
+
+
 @pytest.mark.parametrize("mode", ["depth_first", "blocks_first"])
 def test_gather_loops_follow_the_input_past_too_many_side_rows(streaming, mode):
     """5-D SpaceToDepth with block 3: the tile's three rows go on past the block's row loop, nine rows side
