@@ -1521,54 +1521,62 @@ __attribute__((target("avx512f"))) DM_NOINLINE void strided_lines(const char* sr
 }
 #endif
 
-// The input offsets of a dense block of output words (table_lines): a STRIDED step whose tile (`outer`
-// false), or whose tile and the loop just outside (`outer` true), fill `unit` output words, every one
-// once, with the loop outside that going on where the unit stopped (SpaceToDepth depth_first NHWC: a
-// pixel's channels, block rows and columns; DepthToSpace depth_first NHWC, blocks of 3 with a few
-// channels). `at[r]` is word r's input offset, over `units` units, `words` in all: whole lines.
+// The input offsets of a dense block of output words (table_lines): a step whose tile (`outer` false),
+// or whose tile and the loop just outside (`outer` true), fill `unit` output words, every one once, with
+// the loop outside that going on where the unit stopped. STRIDED tiles (SpaceToDepth depth_first NHWC:
+// a pixel's channels, block rows and columns; DepthToSpace depth_first NHWC, blocks of 3 with a few
+// channels), and block tiles under 64 bytes a row of 3 rows, or of 3, 5, 6 or 7 positions (pixels of 3
+// channels, a 3 x 3 block's 3 pixels: the SIMD block bodies take 2 or 4 rows of powers of two). `at[r]`
+// is word r's input offset, over `units` units, `words` in all: whole lines.
 constexpr int kTableWords = 1024;
 struct Table {
     int64_t words, unit, units, step;  // step: the input offset from one unit to the next
-    bool outer;
+    int outer;  // 0: a tile a unit, the loop outside going on; 1: the loop outside too, the next one going
+                // on; 2: the second loop outside too, the first going on (the input read row by row)
     int32_t at[kTableWords];
 };
 
-// Whether a STRIDED step's units make a table (see Table), filled when `tab` is given.
+// Whether a step's units make a table (see Table), filled when `tab` is given.
 inline bool table_of(const Step& st, Table* tab) {
 #if DM_HAVE_AVX512
-    const int64_t W = st.word;
-    if (!kAvx512 || st.pattern != STRIDED || (W != 4 && W != 8) || strided_fits(st)) return false;
+    const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
+    const bool block = st.pattern == GATHER || st.pattern == SCATTER;
+    if (!kAvx512 || (W != 4 && W != 8) || n < 1 || R < 1 || R > 4096) return false;
+    // (blocks of 2 or 4 rows of 1, 2, 4 or 8 positions keep the SIMD block bodies and scatter_run's pixels)
+    if (block ? (n * W >= kLine || (st.block != 3 && (n & (n - 1)) == 0) || st.block != R) : (st.pattern != STRIDED || strided_fits(st))) return false;
     const int64_t L = kLine / W;
-    for (int outer = 0; outer < 2; ++outer) {
-        if (st.nouter < 1 + outer) return false;
-        Loop loops[3] = {st.l0, st.l1, st.outer[st.nouter - 1]};
-        const int count = 2 + outer;
-        const Loop on = st.outer[st.nouter - 1 - outer];  // the loop the units go on in
-        std::sort(loops, loops + count, [](const Loop& x, const Loop& y) { return x.d < y.d; });
-        int64_t unit = 1;
-        bool dense = true;
-        for (int k = 0; k < count; ++k) {
-            dense = dense && loops[k].n >= 1 && (loops[k].n == 1 || loops[k].d == unit);
-            unit *= loops[k].n;
-        }
-        if (!dense || on.d != unit || on.n < 2) continue;
+    Table local;
+    Table* t = tab ? tab : &local;
+    for (int outer = 0; outer < 3; ++outer) {
+        if (st.nouter < 1 + (outer > 0)) return false;
+        const Loop around = outer ? st.outer[st.nouter - (outer == 1 ? 1 : 2)] : Loop{1, 0, 0};
+        const Loop on = st.outer[st.nouter - (outer == 1 ? 2 : 1)];  // the loop the units go on in
+        const int64_t unit = around.n * R * n;
+        if (unit > kTableWords || on.d != unit || on.n < 2) continue;
         const int64_t units = L / std::gcd(unit, L), words = units * unit;
-        if (words > kTableWords) return false;
-        int64_t span = 0;
-        for (int k = 0; k < count; ++k) span += (loops[k].n - 1) * std::abs(loops[k].s);
-        if ((units - 1) * std::abs(on.s) + span >= (1ll << 28)) return false;
-        if (tab) {
-            tab->words = words, tab->unit = unit, tab->units = units, tab->step = on.s, tab->outer = outer;
-            for (int64_t u = 0; u < units; ++u)
-                for (int64_t r = 0; r < unit; ++r) {  // r's indices from its output offset (dense: unique)
-                    int64_t in = u * on.s, rest = r;
-                    for (int k = count - 1; k >= 0; --k) {
-                        const int64_t d = loops[k].n == 1 ? unit : loops[k].d, i = rest / d;
-                        in += i * loops[k].s, rest -= i * d;
+        if (words > kTableWords) continue;
+        // each word's input offset, by its output offset; dense: every output offset of the unit once
+        std::fill(t->at, t->at + unit, INT32_MIN);
+        int64_t filled = 0;
+        bool dense = true;
+        for (int64_t k = 0; k < around.n && dense; ++k)
+            for (int64_t j = 0; j < R && dense; ++j) {
+                const int64_t row_in = st.pattern == GATHER ? j : st.pattern == SCATTER ? st.at[j] : j * st.l1.s;
+                const int64_t row_out = st.pattern == GATHER ? st.at[j] : st.pattern == SCATTER ? j : j * st.l1.d;
+                for (int64_t i = 0; i < n; ++i) {
+                    const int64_t out = k * around.d + row_out + i * st.l0.d, in = k * around.s + row_in + i * st.l0.s;
+                    if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28)) {
+                        dense = false;
+                        break;
                     }
-                    tab->at[u * unit + r] = (int32_t)in;
+                    t->at[out] = (int32_t)in;
+                    ++filled;
                 }
-        }
+            }
+        if (!dense || filled != unit) continue;
+        for (int64_t u = 1; u < units; ++u)
+            for (int64_t r = 0; r < unit; ++r) t->at[u * unit + r] = (int32_t)(t->at[r] + u * on.s);
+        t->words = words, t->unit = unit, t->units = units, t->step = on.s, t->outer = outer;
         return true;
     }
 #else
@@ -2442,9 +2450,10 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     const bool chains = NT && chained_rows(st);
     const bool strided = P == STRIDED && strided_fits(st);
     struct NoTable {};
-    std::conditional_t<P == STRIDED, Table, NoTable> tab;  // (table_lines)
+    constexpr bool TAB = P == STRIDED || P == GATHER || P == SCATTER;
+    std::conditional_t<TAB, Table, NoTable> tab;  // (table_lines)
     bool tabled = false;
-    if constexpr (P == STRIDED) tabled = !strided && table_of(st, &tab) && (!NT || reinterpret_cast<uintptr_t>(dst_base) % 4 == 0);
+    if constexpr (TAB) tabled = !strided && table_of(st, &tab) && (!NT || reinterpret_cast<uintptr_t>(dst_base) % 4 == 0);
     const Rows<(B ? B : 2)> rows = P == GATHER ? Rows<(B ? B : 2)>(st.at) : Rows<(B ? B : 2)>(st.l1.d);
     const Step* window = P == GATHER_WINDOW ? &st : nullptr;
     for (int64_t r = r0; r < r1;) {
@@ -2452,24 +2461,27 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
         int64_t run = std::min(r1 - r, inner.n - at), runs = 1;
         if (at == 0 && last >= 1) runs = std::max<int64_t>(1, std::min((r1 - r) / inner.n, next.n - index[last - 1]));
         if (runs > 1) run = inner.n;
-        const bool sides = G && NT && side && run == inner.n;  // whole side loops: streamed as one
         bool units = false;  // whole units of a table: the runs' tiles at once
-        if constexpr (P == STRIDED)
-            if (tabled && tab.outer && at == 0 && run == inner.n) table_run<T, NT>(src, dst, a, b, tab, runs), units = true;
+        if constexpr (TAB) {
+            if (tabled && tab.outer == 1 && at == 0 && run == inner.n) {
+                table_run<T, NT>(src, dst, a, b, tab, runs), units = true;
+            } else if (tabled && tab.outer == 2 && at == 0 && index[last - 1] == 0 && runs == next.n) {
+                table_run<T, NT>(src, dst, a, b, tab, inner.n), units = true;
+            } else if (tabled && !tab.outer) {
+                for (int64_t q = 0; q < runs; ++q) table_run<T, NT>(src, dst, a + q * next.s, b + q * next.d, tab, run);
+                units = true;
+            }
+        }
+        const bool sides = !units && G && NT && side && run == inner.n;  // whole side loops: streamed as one
         if constexpr (G)
             if (sides) gather<T, (B ? B : 2), NT>(src, dst, a, b, rows, st.l0.n, st.scratch, runs, next.s, inner, window);
         // plain-stored block tiles of 4- and 8-byte words: all the rows under the two loops at once, set up once
-        const bool done = !NT && !sides &&
+        const bool done = !NT && !sides && !units &&
                           (((P == SCATTER_WINDOW || P == SCATTER) && scatter_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)) ||
                            ((P == GATHER || P == GATHER_WINDOW) && gather_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)));
         for (int64_t q = 0; q < (sides || done || units ? 0 : runs); ++q) {
             if constexpr (P == STRIDED)
                 if (strided && strided_run<T, NT>(src, dst, a + q * next.s, b + q * next.d, run, inner, st)) continue;
-            if constexpr (P == STRIDED)
-                if (tabled && !tab.outer) {
-                    table_run<T, NT>(src, dst, a + q * next.s, b + q * next.d, tab, run);
-                    continue;
-                }
             if constexpr (P == GATHER)
                 if (NT && chains && gathers_chains<T, (B ? B : 2)>(src, dst, a + q * next.s, b + q * next.d, run, inner, st)) continue;
             if constexpr (G)
@@ -2628,7 +2640,7 @@ inline bool streams_whole(const Step& st, const char* dst) {
     // least in bytes: from a line, streaming pays (uint8 S2D with 128-byte rows: 6.4 ms plain, 4.9 ms
     // streamed for 128 MiB), below it a tile's pieces are a pixel's few channels
     const int64_t least = 64;
-    if (st.pattern == STRIDED)
+    if (st.pattern == STRIDED || table_of(st, nullptr))
         return (strided_fits(st) || table_of(st, nullptr)) && reinterpret_cast<uintptr_t>(dst + st.dst0 * w) % 4 == 0;
     Pieces p;
     if (!pieces_of(st, &p)) return false;
@@ -2675,6 +2687,7 @@ inline bool streams_whole(const Step& st, const char* dst) {
 // buffer half full and costs a partial write to memory. Exact when every piece starts at the same place
 // in a line; else two a piece.
 inline double lone_partial_lines(const Step& st, const char* dst) {
+    if (table_of(st, nullptr)) return 0;  // (table_lines: a run's output is one piece)
     const int64_t joined = streams_until_joined(st);
     Pieces p;
     if ((joined >= 1 && joined <= kJoinedStreams) || !pieces_of(st, &p)) return 0;
@@ -2702,12 +2715,12 @@ inline double lone_partial_lines(const Step& st, const char* dst) {
 // 4- and 8-byte words in blocks of 2 or 4 (scatter_direct), gathers that gather_lines or
 // gather_narrow_lines take.
 inline bool from_registers(const Step& st) {
-    if (st.pattern == CONTIGUOUS || st.pattern == FILL) return true;
+    if (st.pattern == CONTIGUOUS || st.pattern == FILL || table_of(st, nullptr)) return true;  // (table_lines)
     if (st.pattern == SCATTER || st.pattern == SCATTER_WINDOW) return (st.word == 4 || st.word == 8) && (st.block == 2 || st.block == 4);
 #if DM_HAVE_AVX512
     // (gather windows go through gather too, their padding as zeros in the loads)
     if (st.pattern == GATHER && chained_rows(st)) return true;  // (chained_lines)
-    if (st.pattern == STRIDED) return strided_fits(st) || table_of(st, nullptr);  // (strided_lines, table_lines)
+    if (st.pattern == STRIDED) return strided_fits(st);  // (strided_lines)
     if (st.pattern == GATHER || runs_of_windows(st))
         return lines_fit(st.word, st.block, st.pattern == GATHER ? st.at : Rows<4>(st.l1.d).at, st.l0.n,
                          side_joined(st) ? st.outer[st.nouter - 1] : Loop{1, 0, 0});
