@@ -827,7 +827,12 @@ def test_no_read_past_the_input():
              ("space_to_batch", (1, 4, 6, 62), pads, "nhwc", "float32"),
              ("depth_to_space", (2, 64, 3, 9), ("blocks_first", 2), "nhwc", "float32"),  # rows of tiles' chunks
              ("depth_to_space", (2, 256, 2, 5), ("blocks_first", 2), "nhwc", "float32"),
-             ("batch_to_space", (4, 16, 3, 20), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1]), "nhwc", "float32")]
+             ("batch_to_space", (4, 16, 3, 20), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1]), "nhwc", "float32"),
+             ("depth_to_space", (2, 64, 3, 7), ("depth_first", 2), "nhwc", "float32"),  # chained_lines
+             ("depth_to_space", (2, 128, 3, 7), ("depth_first", 4), "nhwc", "float32"),  # strided_lines
+             ("space_to_depth", (2, 4, 6, 33), ("depth_first", 3), "nhwc", "float32"),  # table_lines
+             ("space_to_batch", (1, 3, 6, 62), pads, "nhwc", "float32"),
+             ("depth_to_space", (2, 9, 3, 41), ("blocks_first", 3), "nhwc", "float64")]
     assert _child(_GUARDED.replace("CASES", repr(cases))).strip() == "ok"
 
 
@@ -1006,6 +1011,54 @@ def test_strided_units_from_a_table(monkeypatch, stream, threads, op, dtype, blo
                 if core.WHOLE_LINES and stream:
                     assert core.streams(program, native_engine._address(out)), offset
                 call(data, "depth_first", block, out=out, engine="native")
+                assert same_bits(out, expected), offset
+                assert not written_outside(), offset
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("op, args, channels, dtype", [
+    ("space_to_batch", ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), 3, np.float32),
+    ("space_to_batch", ([1, 1, 3, 3], [0, 0, 1, 2], [0, 0, 2, 1]), 3, np.float64),
+    ("batch_to_space", ([1, 1, 4, 4], [0, 0, 1, 1], [0, 0, 1, 1]), 3, np.float32),
+    ("batch_to_space", ([1, 1, 2, 2], [0, 0, 0, 1], [0, 0, 1, 0]), 2, np.int32),
+    ("depth_to_space", ("blocks_first", 3), 1, np.float32),
+    ("depth_to_space", ("depth_first", 3), 1, np.float32),
+    ("depth_to_space", ("blocks_first", 3), 3, np.float64),
+    ("space_to_depth", ("blocks_first", 3), 3, np.float32),
+    ("space_to_depth", ("blocks_first", 3), 1, np.int32)])
+def test_short_pixel_copies_from_a_table(monkeypatch, stream, threads, op, args, channels, dtype):
+    """Channels-last copies of pixels under 64 bytes that are not whole 16-byte groups (1, 2 or 3 channels):
+    CONTIGUOUS tiles whose rows, with the loop outside, fill a dense block of output words, or each tile
+    row a piece of its own where the rows lie far apart (SpaceToBatch's batches). Where the CPU has
+    AVX-512F they go a line at a time by the gather instruction (table_lines), stored plainly or streamed at
+    any offset into a line. Bit for bit the spec's result and nothing outside it, inputs reversed along W
+    included, rows cut among threads anywhere."""
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    item = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(channels * threads)
+    spec, call = getattr(ref, op), getattr(dm, op)
+    if op == "space_to_batch":
+        shape = (2, 7, 37, channels)  # (cut below to whole blocks with the pads)
+    elif op == "batch_to_space":
+        shape = (2 * args[0][2] * args[0][3], 3, 25, channels)
+    elif op == "depth_to_space":
+        shape = (2, 3, 25, 9 * channels)
+    else:
+        shape = (2, 6, 39, channels)
+    nhwc = random_array(shape, np.dtype(dtype), rng)
+    with _threads(threads):
+        for data in (nhwc.transpose(0, 3, 1, 2), nhwc.transpose(0, 3, 1, 2)[..., ::-1]):
+            if op == "space_to_batch":  # whole blocks with the pads
+                h, w = data.shape[2:]
+                (bh, bw), (ph, pw), (eh, ew) = args[0][2:], args[1][2:], args[2][2:]
+                data = data[..., : h - (h + ph + eh) % bh, : w - (w + pw + ew) % bw]
+            expected = spec(data, *args)
+            last = np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
+            for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
+                out = out.transpose(0, 3, 1, 2)
+                call(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), offset
                 assert not written_outside(), offset
 

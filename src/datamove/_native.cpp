@@ -1532,7 +1532,8 @@ constexpr int kTableWords = 1024;
 struct Table {
     int64_t words, unit, units, step;  // step: the input offset from one unit to the next
     int outer;  // 0: a tile a unit, the loop outside going on; 1: the loop outside too, the next one going
-                // on; 2: the second loop outside too, the first going on (the input read row by row)
+                // on; 2: the second loop outside too, the first going on (the input read row by row);
+                // 3: a tile's row a unit, each row of a run of tiles a piece of its own (rows far apart)
     int32_t at[kTableWords];
 };
 
@@ -1542,16 +1543,24 @@ inline bool table_of(const Step& st, Table* tab) {
     const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
     const bool block = st.pattern == GATHER || st.pattern == SCATTER;
     if (!kAvx512 || (W != 4 && W != 8) || n < 1 || R < 1 || R > 4096) return false;
-    // (blocks of 2 or 4 rows of 1, 2, 4 or 8 positions keep the SIMD block bodies and scatter_run's pixels)
-    if (block ? (n * W >= kLine || (st.block != 3 && (n & (n - 1)) == 0) || st.block != R) : (st.pattern != STRIDED || strided_fits(st))) return false;
+    // (blocks of 2 or 4 rows of 1, 2, 4 or 8 positions keep the SIMD block bodies and scatter_run's pixels;
+    // rows of whole 16-byte groups, the copies)
+    if (st.pattern == CONTIGUOUS) {
+        if (st.l0.s != 1 || st.l0.d != 1 || n * W >= kLine || n * W % 16 == 0) return false;
+    } else if (block ? (n * W >= kLine || (st.block != 3 && (n & (n - 1)) == 0) || st.block != R)
+                     : (st.pattern != STRIDED || strided_fits(st))) {
+        return false;
+    }
     const int64_t L = kLine / W;
     Table local;
     Table* t = tab ? tab : &local;
-    for (int outer = 0; outer < 3; ++outer) {
-        if (st.nouter < 1 + (outer > 0)) return false;
-        const Loop around = outer ? st.outer[st.nouter - (outer == 1 ? 1 : 2)] : Loop{1, 0, 0};
+    for (int outer = 0; outer < 4; ++outer) {
+        if (st.nouter < 1 + (outer == 1 || outer == 2)) return false;
+        if (outer == 3 && (block || R < 2)) break;  // (the rows' offsets: l1's)
+        const Loop around = outer == 1 || outer == 2 ? st.outer[st.nouter - (outer == 1 ? 1 : 2)] : Loop{1, 0, 0};
         const Loop on = st.outer[st.nouter - (outer == 1 ? 2 : 1)];  // the loop the units go on in
-        const int64_t unit = around.n * R * n;
+        const int64_t rows = outer == 3 ? 1 : R;
+        const int64_t unit = around.n * rows * n;
         if (unit > kTableWords || on.d != unit || on.n < 2) continue;
         const int64_t units = L / std::gcd(unit, L), words = units * unit;
         if (words > kTableWords) continue;
@@ -1560,7 +1569,7 @@ inline bool table_of(const Step& st, Table* tab) {
         int64_t filled = 0;
         bool dense = true;
         for (int64_t k = 0; k < around.n && dense; ++k)
-            for (int64_t j = 0; j < R && dense; ++j) {
+            for (int64_t j = 0; j < rows && dense; ++j) {
                 const int64_t row_in = st.pattern == GATHER ? j : st.pattern == SCATTER ? st.at[j] : j * st.l1.s;
                 const int64_t row_out = st.pattern == GATHER ? st.at[j] : st.pattern == SCATTER ? j : j * st.l1.d;
                 for (int64_t i = 0; i < n; ++i) {
@@ -2450,7 +2459,7 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     const bool chains = NT && chained_rows(st);
     const bool strided = P == STRIDED && strided_fits(st);
     struct NoTable {};
-    constexpr bool TAB = P == STRIDED || P == GATHER || P == SCATTER;
+    constexpr bool TAB = P == STRIDED || P == GATHER || P == SCATTER || P == CONTIGUOUS;
     std::conditional_t<TAB, Table, NoTable> tab;  // (table_lines)
     bool tabled = false;
     if constexpr (TAB) tabled = !strided && table_of(st, &tab) && (!NT || reinterpret_cast<uintptr_t>(dst_base) % 4 == 0);
@@ -2469,6 +2478,11 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
                 table_run<T, NT>(src, dst, a, b, tab, inner.n), units = true;
             } else if (tabled && !tab.outer) {
                 for (int64_t q = 0; q < runs; ++q) table_run<T, NT>(src, dst, a + q * next.s, b + q * next.d, tab, run);
+                units = true;
+            } else if (tabled && tab.outer == 3) {
+                for (int64_t q = 0; q < runs; ++q)
+                    for (int64_t j = 0; j < st.l1.n; ++j)
+                        table_run<T, NT>(src, dst, a + q * next.s + j * st.l1.s, b + q * next.d + j * st.l1.d, tab, run);
                 units = true;
             }
         }
