@@ -628,7 +628,9 @@ def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 4]), True),  # scatter windows
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 3]),
          np.dtype(dtype).itemsize >= 4),  # odd rows: 4-byte multiples only for items of 4 bytes or more
-        ("space_to_depth", (2, 16, 8, 8), ("depth_first", 2), np.dtype(dtype).itemsize == 16),  # 4-item rows: a line?
+        # 4-item rows: a line, or (AVX-512F) 16-byte rows gathered a line at a time from a table (table_lines)
+        ("space_to_depth", (2, 16, 8, 8), ("depth_first", 2),
+         np.dtype(dtype).itemsize == 16 or (bool(core.WHOLE_LINES) and np.dtype(dtype).itemsize == 4)),
     ]
     for op, shape, args, whole in cases:
         data = random_array(shape, np.dtype(dtype), rng)
@@ -979,13 +981,15 @@ def test_strided_tiles_a_line_at_a_time(monkeypatch, stream, threads, dtype, blo
 @pytest.mark.parametrize("op, dtype, block, channels", [
     ("space_to_depth", np.float32, 3, 16), ("space_to_depth", np.float32, 4, 32), ("space_to_depth", np.float64, 3, 8),
     ("space_to_depth", np.float32, 3, 4), ("space_to_depth", np.float64, 3, 2), ("space_to_depth", np.float32, 3, 3),
+    ("space_to_depth", np.float32, 4, 4), ("space_to_depth", np.float32, 4, 2),
     ("depth_to_space", np.float32, 3, 4), ("depth_to_space", np.int32, 3, 2), ("depth_to_space", np.float32, 2, 3),
     ("space_to_depth", np.int32, 5, 16), ("depth_to_space", np.float32, 3, 8), ("depth_to_space", np.float64, 3, 6),
     ("depth_to_space", np.int32, 5, 8), ("depth_to_space", np.complex64, 3, 6)])
 def test_strided_units_from_a_table(monkeypatch, stream, threads, op, dtype, block, channels):
     """Channels-last SpaceToDepth depth_first (a pixel's channels, block rows and columns) and DepthToSpace
-    depth_first with blocks of 3 and a few channels: STRIDED tiles, or block tiles of 3 positions (a 3 x 3
-    block's pixels, pixels of 3 channels), alone or with one or two loops outside, fill a dense block of
+    depth_first with blocks of 3 and a few channels: STRIDED tiles, or block tiles of 3 rows or positions (a
+    3 x 3 block's pixels, pixels of 3 channels), or streamed gathers of rows under 64 bytes (SpaceToDepth
+    4 x 4 with 2 and 4 channels), alone or with one or two loops outside, fill a dense block of
     output words that the next goes on from. Where the CPU has AVX-512F each line is one gather instruction
     with its lanes' offsets from a table made once (table_lines), stored plainly or streamed at any offset
     into a line; the words after the last whole line one at a time. Bit for bit the spec's result and
@@ -1006,8 +1010,10 @@ def test_strided_units_from_a_table(monkeypatch, stream, threads, op, dtype, blo
                 out = out.transpose(0, 3, 1, 2)
                 program = native_engine.program(plan, data, out)
                 (pattern, _, _, loops), = _steps(program)
-                rows, tile = loops[-2][0], loops[-1][0]  # block tiles of 3 rows or positions (the SIMD bodies take 2 or 4)
-                assert pattern == native_engine._PATTERNS["strided"] or 3 in (rows, tile), (pattern, rows, tile)
+                # block tiles of 3 rows or positions (the SIMD bodies take 2 or 4), or streamed gathers of short rows
+                rows, tile = loops[-2][0], loops[-1][0]
+                assert pattern == native_engine._PATTERNS["strided"] or 3 in (rows, tile) or \
+                    (pattern == native_engine._PATTERNS["gather"] and tile * item < 64), (pattern, rows, tile)
                 if core.WHOLE_LINES and stream:
                     assert core.streams(program, native_engine._address(out)), offset
                 call(data, "depth_first", block, out=out, engine="native")
