@@ -1173,6 +1173,60 @@ struct LinePermutes {
 template <typename Lane, int V, int H, int B>
 constexpr LinePermutes<Lane, V, H, B> kLinePermutes{};
 
+#if DM_HAVE_AVX512
+// The permutes of LinePermutes<int32_t, 16, H, B> in registers: pick (idx), then (rest).
+template <int H, int B>
+__attribute__((target("avx512f"), always_inline)) inline void load_line_permutes(__m512i* pick, __m512i* then) {
+    for (int j = 0; j < B; ++j) {
+        pick[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.idx[j]);
+        then[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.rest[j]);
+    }
+}
+
+// Output row j's line from a line's B input vectors z of 32-bit lanes (LinePermutes).
+template <int B>
+__attribute__((target("avx512f"), always_inline)) inline __m512i line_of(const __m512i* z, const __m512i* pick,
+                                                                        const __m512i* then, int j) {
+    if (B == 2) return _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
+    if (B == 3) return _mm512_permutex2var_epi32(_mm512_permutex2var_epi32(z[0], pick[j], z[1]), then[j], z[2]);
+    const __m512i lo = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
+    const __m512i hi = _mm512_permutex2var_epi32(z[B - 2], pick[j], z[B - 1]);
+    return _mm512_shuffle_i64x2(lo, hi, 0x44);
+}
+
+// Vectors stored at `p` bytes into a line (a multiple of 4), a whole line at a time: each line of dst is
+// the end of the vector before it and the start of its own (one permute). A run's first line takes its
+// start only, and its last its end only, both stored plainly (masked). chained_lines, strided_lines,
+// table_lines.
+struct Shifted {
+    int64_t p;
+    __m512i idx;  // lane i: lane i - p / 4 of its own vector, or for i < p / 4 lane 16 + i - p / 4 of the one before
+    __mmask16 head, tail;
+};
+
+__attribute__((target("avx512f"), always_inline)) inline Shifted shifted(const char* at) {
+    const int64_t p = (int64_t)(reinterpret_cast<uintptr_t>(at) & (kLine - 1));
+    const int ph = (int)(p / 4);
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    return Shifted{p, _mm512_add_epi32(iota, _mm512_set1_epi32(16 - ph)), (__mmask16)(0xFFFFu << ph), (__mmask16)((1u << ph) - 1)};
+}
+
+// The line at o (on a line): the end of prev and the start of v.
+__attribute__((target("avx512f"), always_inline)) inline void shifted_line(char* o, const Shifted& s, __m512i prev, __m512i v) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(o), _mm512_permutex2var_epi32(prev, s.idx, v));
+}
+
+// A run's first line, at o: v's start only.
+__attribute__((target("avx512f"), always_inline)) inline void shifted_first(char* o, const Shifted& s, __m512i v) {
+    _mm512_mask_storeu_epi32(o, s.head, _mm512_permutex2var_epi32(v, s.idx, v));
+}
+
+// A run's last line, at o (none where the run ends on a line): the end of its last vector.
+__attribute__((target("avx512f"), always_inline)) inline void shifted_last(char* o, const Shifted& s, __m512i last) {
+    if (s.tail) _mm512_mask_storeu_epi32(o, s.tail, _mm512_permutex2var_epi32(last, s.idx, last));
+}
+#endif
+
 // Of a run of `total` positions of W bytes from d: the first that starts a line, and the end of the last
 // whole line.
 inline void whole_lines(const char* d, int64_t W, int64_t total, int64_t* first, int64_t* last) {
@@ -1235,11 +1289,8 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
     constexpr int L = kLine / W;      // positions a line
     constexpr int H = W / 4;          // 32-bit lanes a word
     const int64_t total = n * runs;
-    __m512i pick[B], then[B];  // (LinePermutes)
-    for (int j = 0; j < B; ++j) {
-        pick[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.idx[j]);
-        then[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.rest[j]);
-    }
+    __m512i pick[B], then[B];
+    load_line_permutes<H, B>(pick, then);
     int64_t first, last;
     whole_lines(dst + at[0] * W, W, total, &first, &last);
     gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
@@ -1263,19 +1314,8 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
                         z[v] = _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32((__mmask16)own, pa + 16 * v), (__mmask16)next, pb + 16 * v);
                     }
                 }
-                for (int j = 0; j < B; ++j) {
-                    __m512i line;
-                    if (B == 2) {
-                        line = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
-                    } else if (B == 3) {
-                        line = _mm512_permutex2var_epi32(_mm512_permutex2var_epi32(z[0], pick[j], z[1]), then[j], z[2]);
-                    } else {
-                        const __m512i lo = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
-                        const __m512i hi = _mm512_permutex2var_epi32(z[B - 2], pick[j], z[B - 1]);
-                        line = _mm512_shuffle_i64x2(lo, hi, 0x44);
-                    }
-                    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * side.d + at[j] + i) * W), line);
-                }
+                for (int j = 0; j < B; ++j)
+                    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * side.d + at[j] + i) * W), line_of<B>(z, pick, then, j));
                 t += L;
                 if (t >= n) t -= n, ++tile;
             }
@@ -1394,17 +1434,9 @@ template <int W, int B>
 __attribute__((target("avx512f"))) DM_NOINLINE void chained_lines(const char* src, char* dst, const int64_t* at, int64_t c,
                                                                   int64_t k, int64_t run, int64_t s_step, int64_t d_step) {
     constexpr int H = W / 4;  // 32-bit lanes a word
-    __m512i pick[B], then[B];  // (LinePermutes)
-    for (int j = 0; j < B; ++j) {
-        pick[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.idx[j]);
-        then[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.rest[j]);
-    }
-    const int64_t p = (int64_t)(reinterpret_cast<uintptr_t>(dst + at[0] * W) & (kLine - 1));  // every chain's offset
-    const int ph = (int)(p / 4);  // in lanes
-    // lane i of a line: lane i - ph of its own vector, or for i < ph lane 16 + i - ph of the one before
-    const __m512i shift = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                           _mm512_set1_epi32(16 - ph));
-    const __mmask16 head = (__mmask16)(0xFFFFu << ph), tail = (__mmask16)((1u << ph) - 1);
+    __m512i pick[B], then[B];
+    load_line_permutes<H, B>(pick, then);
+    const Shifted sh = shifted(dst + at[0] * W);  // (every chain at the same offset into a line)
     __m512i prev[B], first[B];  // each row's last vector so far; its first (stored once the row before ends)
     for (int64_t m = 0; m < run; ++m) {
         for (int64_t l = 0; l < k; ++l) {
@@ -1415,38 +1447,25 @@ __attribute__((target("avx512f"))) DM_NOINLINE void chained_lines(const char* sr
                 z[v] = _mm512_loadu_si512(in + 64 * v);
             }
             for (int j = 0; j < B; ++j) {
-                __m512i line;
-                if (B == 2) {
-                    line = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
-                } else if (B == 3) {
-                    line = _mm512_permutex2var_epi32(_mm512_permutex2var_epi32(z[0], pick[j], z[1]), then[j], z[2]);
-                } else {
-                    const __m512i lo = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
-                    const __m512i hi = _mm512_permutex2var_epi32(z[B - 2], pick[j], z[B - 1]);
-                    line = _mm512_shuffle_i64x2(lo, hi, 0x44);
-                }
-                char* o = dst + (m * d_step + at[j]) * W + l * kLine - p;  // the line this vector starts in
+                const __m512i line = line_of<B>(z, pick, then, j);
+                char* o = dst + (m * d_step + at[j]) * W + l * kLine - sh.p;  // the line this vector starts in
                 if (l) {
-                    _mm512_stream_si512(reinterpret_cast<__m512i*>(o), _mm512_permutex2var_epi32(prev[j], shift, line));
+                    shifted_line(o, sh, prev[j], line);
                 } else if (j % c) {
                     first[j] = line;  // (the row before in its chain is not yet made)
                 } else if (m) {
-                    _mm512_stream_si512(reinterpret_cast<__m512i*>(o), _mm512_permutex2var_epi32(prev[j + c - 1], shift, line));
-                } else {  // a chain's first line: its start only
-                    _mm512_mask_storeu_epi32(o, head, _mm512_permutex2var_epi32(line, shift, line));
+                    shifted_line(o, sh, prev[j + c - 1], line);
+                } else {
+                    shifted_first(o, sh, line);
                 }
                 prev[j] = line;
             }
         }
         for (int j = 1; j < B; ++j)
-            if (j % c)
-                _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * d_step + at[j]) * W - p),
-                                    _mm512_permutex2var_epi32(prev[j - 1], shift, first[j]));
+            if (j % c) shifted_line(dst + (m * d_step + at[j]) * W - sh.p, sh, prev[j - 1], first[j]);
     }
-    if (ph && run > 0)  // each chain's last line: its end only
-        for (int j = c - 1; j < B; j += c)
-            _mm512_mask_storeu_epi32(dst + ((run - 1) * d_step + at[j] + k * (kLine / W)) * W - p, tail,
-                                     _mm512_permutex2var_epi32(prev[j], shift, prev[j]));
+    if (run > 0)  // each chain's last line
+        for (int j = c - 1; j < B; j += c) shifted_last(dst + ((run - 1) * d_step + at[j] + k * (kLine / W)) * W - sh.p, sh, prev[j]);
 }
 #endif
 
@@ -1489,12 +1508,9 @@ __attribute__((target("avx512f"))) DM_NOINLINE void strided_lines(const char* sr
         idx = _mm512_add_epi32(_mm512_mullo_epi32(row, _mm512_set1_epi32((int32_t)s1)),
                                _mm512_mullo_epi32(pos, _mm512_set1_epi32((int32_t)s0)));
     }
-    const int64_t p = NT ? (int64_t)(reinterpret_cast<uintptr_t>(dst) & (kLine - 1)) : 0;
-    const int ph = (int)(p / 4);  // (chained_lines)
-    const __m512i shift = _mm512_add_epi32(iota, _mm512_set1_epi32(16 - ph));
-    const __mmask16 head = (__mmask16)(0xFFFFu << ph), tail = (__mmask16)((1u << ph) - 1);
+    const Shifted sh = shifted(NT ? dst : nullptr);  // (plainly: on a line, unshifted)
     __m512i prev = _mm512_setzero_si512();
-    char* o = dst - p;
+    char* o = dst - sh.p;
     for (int64_t m = 0; m < run; ++m) {
         const char* tile = src + m * s_step * W;
         for (int64_t v = 0, j = 0, c = 0; v < per; ++v, o += kLine) {
@@ -1510,14 +1526,14 @@ __attribute__((target("avx512f"))) DM_NOINLINE void strided_lines(const char* sr
             if (!NT) {
                 _mm512_storeu_si512(o, vec);
             } else if (m || v) {
-                _mm512_stream_si512(reinterpret_cast<__m512i*>(o), _mm512_permutex2var_epi32(prev, shift, vec));
-            } else {  // the run's first line: its start only
-                _mm512_mask_storeu_epi32(o, head, _mm512_permutex2var_epi32(vec, shift, vec));
+                shifted_line(o, sh, prev, vec);
+            } else {
+                shifted_first(o, sh, vec);
             }
             prev = vec;
         }
     }
-    if (NT && ph && run > 0) _mm512_mask_storeu_epi32(o, tail, _mm512_permutex2var_epi32(prev, shift, prev));
+    if (NT && run > 0) shifted_last(o, sh, prev);
 }
 #endif
 
@@ -1606,14 +1622,10 @@ template <int W, bool NT>
 __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src, char* dst, const Table& tab, int64_t count) {
     constexpr int L = kLine / W;
     const int64_t total = count * tab.unit, whole = total / L * L;
-    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    const int64_t p = NT ? (int64_t)(reinterpret_cast<uintptr_t>(dst) & (kLine - 1)) : 0;
-    const int ph = (int)(p / 4);  // (chained_lines)
-    const __m512i shift = _mm512_add_epi32(iota, _mm512_set1_epi32(16 - ph));
-    const __mmask16 head = (__mmask16)(0xFFFFu << ph), tail = (__mmask16)((1u << ph) - 1);
+    const Shifted sh = shifted(NT ? dst : nullptr);  // (plainly: on a line, unshifted)
     const int64_t period = tab.units * tab.step;  // input words from one table's worth to the next
     __m512i prev = _mm512_setzero_si512();
-    char* o = dst - p;
+    char* o = dst - sh.p;
     const char* base = src;
     for (int64_t u = 0, r = 0; u < whole; u += L, o += kLine) {
         __m512i vec;
@@ -1623,13 +1635,13 @@ __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src,
         if (!NT) {
             _mm512_storeu_si512(o, vec);
         } else if (u) {
-            _mm512_stream_si512(reinterpret_cast<__m512i*>(o), _mm512_permutex2var_epi32(prev, shift, vec));
+            shifted_line(o, sh, prev, vec);
         } else {
-            _mm512_mask_storeu_epi32(o, head, _mm512_permutex2var_epi32(vec, shift, vec));
+            shifted_first(o, sh, vec);
         }
         prev = vec;
     }
-    if (NT && ph && whole) _mm512_mask_storeu_epi32(o, tail, _mm512_permutex2var_epi32(prev, shift, prev));
+    if (NT && whole) shifted_last(o, sh, prev);
     for (int64_t u = whole; u < total; ++u) {
         const int64_t r = u % tab.words;
         std::memcpy(dst + u * W, src + ((u / tab.words) * period + tab.at[r]) * W, W);
