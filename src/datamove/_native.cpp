@@ -2669,8 +2669,8 @@ inline bool streams_whole(const Step& st, const char* dst) {
     // least in bytes: from a line, streaming pays (uint8 S2D with 128-byte rows: 6.4 ms plain, 4.9 ms
     // streamed for 128 MiB), below it a tile's pieces are a pixel's few channels
     const int64_t least = 64;
-    if (st.pattern == STRIDED || table_of(st, nullptr))
-        return (strided_fits(st) || table_of(st, nullptr)) && reinterpret_cast<uintptr_t>(dst + st.dst0 * w) % 4 == 0;
+    const bool tabled = table_of(st, nullptr);  // (table_lines, strided_lines: a run's output is one piece)
+    if (st.pattern == STRIDED || tabled) return (tabled || strided_fits(st)) && reinterpret_cast<uintptr_t>(dst + st.dst0 * w) % 4 == 0;
     Pieces p;
     if (!pieces_of(st, &p)) return false;
     if (p.piece * w < least) {  // short rows stream when the same thread soon writes on where they stop
