@@ -1221,6 +1221,20 @@ __attribute__((target("avx512f"), always_inline)) inline void shifted_first(char
     _mm512_mask_storeu_epi32(o, s.head, _mm512_permutex2var_epi32(v, s.idx, v));
 }
 
+// A line of a run at o: stored plainly (NT false: o is where v goes), or streamed shifted (the run's
+// first line: its start only). strided_lines, table_lines.
+template <bool NT>
+__attribute__((target("avx512f"), always_inline)) inline void put_shifted(char* o, const Shifted& s, __m512i prev, __m512i v,
+                                                                         bool first) {
+    if (!NT) {
+        _mm512_storeu_si512(o, v);
+    } else if (first) {
+        shifted_first(o, s, v);
+    } else {
+        shifted_line(o, s, prev, v);
+    }
+}
+
 // A run's last line, at o (none where the run ends on a line): the end of its last vector.
 __attribute__((target("avx512f"), always_inline)) inline void shifted_last(char* o, const Shifted& s, __m512i last) {
     if (s.tail) _mm512_mask_storeu_epi32(o, s.tail, _mm512_permutex2var_epi32(last, s.idx, last));
@@ -1523,13 +1537,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE void strided_lines(const char* sr
             } else {
                 j += L / n;
             }
-            if (!NT) {
-                _mm512_storeu_si512(o, vec);
-            } else if (m || v) {
-                shifted_line(o, sh, prev, vec);
-            } else {
-                shifted_first(o, sh, vec);
-            }
+            put_shifted<NT>(o, sh, prev, vec, !m && !v);
             prev = vec;
         }
     }
@@ -1632,13 +1640,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src,
         if constexpr (W == 4) vec = _mm512_i32gather_epi32(_mm512_loadu_si512(tab.at + r), base, 4);
         else vec = _mm512_i32gather_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.at + r)), base, 8);
         if ((r += L) == tab.words) r = 0, base += period * W;
-        if (!NT) {
-            _mm512_storeu_si512(o, vec);
-        } else if (u) {
-            shifted_line(o, sh, prev, vec);
-        } else {
-            shifted_first(o, sh, vec);
-        }
+        put_shifted<NT>(o, sh, prev, vec, !u);
         prev = vec;
     }
     if (NT && whole) shifted_last(o, sh, prev);
@@ -2477,7 +2479,7 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     constexpr bool TAB = P == STRIDED || P == GATHER || P == SCATTER || P == CONTIGUOUS;
     std::conditional_t<TAB, Table, NoTable> tab;  // (table_lines)
     bool tabled = false;
-    if constexpr (TAB) tabled = !strided && table_of(st, &tab, NT) && (!NT || reinterpret_cast<uintptr_t>(dst_base) % 4 == 0);
+    if constexpr (TAB) tabled = table_of(st, &tab, NT) && (!NT || reinterpret_cast<uintptr_t>(dst_base) % 4 == 0);
     const Rows<(B ? B : 2)> rows = P == GATHER ? Rows<(B ? B : 2)>(st.at) : Rows<(B ? B : 2)>(st.l1.d);
     const Step* window = P == GATHER_WINDOW ? &st : nullptr;
     for (int64_t r = r0; r < r1;) {
