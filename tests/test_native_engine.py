@@ -1556,6 +1556,7 @@ def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch, flag, have_str
     shuffle) or without AVX-512 (-DDM_NO_AVX512: streamed gathers through the L1 buffer), bit for bit
     against the NumPy engine on every tile: block tiles of 2, 3 and 4 in both groupings, windows, every
     word width, rows of a 16-byte group and more, streaming asked for."""
+    import glob
     import importlib.util
     import shlex
     import shutil
@@ -1564,10 +1565,11 @@ def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch, flag, have_str
     cxx = shlex.split(sysconfig.get_config_var("CXX") or "c++")
     if shutil.which(cxx[0]) is None:
         pytest.skip("no C++ compiler")
-    source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "datamove", "_native.cpp")
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "native")
+    sources = sorted(glob.glob(os.path.join(folder, "*.cpp")))
     target = str(tmp_path / "portable_native.so")
-    subprocess.run(cxx + ["-O1", "-std=c++17", "-fPIC", "-shared", flag, "-I", sysconfig.get_paths()["include"],
-                          source, "-o", target, "-pthread"], check=True, capture_output=True, timeout=300)
+    subprocess.run(cxx + ["-O1", "-std=c++17", "-fPIC", "-shared", flag, "-I", sysconfig.get_paths()["include"], "-I", folder,
+                          *sources, "-o", target, "-pthread"], check=True, capture_output=True, timeout=300)
     spec = importlib.util.spec_from_file_location("datamove._native", target)
     portable = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(portable)

@@ -2,7 +2,7 @@
 
 Python plans and lowers (:mod:`datamove.engines.strided`: merged dims,
 widest word, loop order, tile kind); the extension module
-``datamove._native`` (``src/datamove/_native.cpp``, built by ``pip install``)
+``datamove._native`` (``src/native/``, built by ``pip install``)
 runs the result over the arrays' memory with its own thread pool and the GIL
 released. Every byte of the input that the output needs is read once and
 every byte of the output written once, straight from ``data`` into ``out``:
@@ -159,7 +159,7 @@ def streamed(out: np.ndarray) -> int:
 
 def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[Tuple[int, int]] = None,
             stream: Optional[int] = None) -> bytes:
-    """``plan`` on these arrays as the compiled core's program (see ``_native.cpp``).
+    """``plan`` on these arrays as the compiled core's program (see ``src/native/common.hpp``).
 
     Kept per (plan, layouts, item size, alignments, streamed): a repeated call skips the lowering.
     ``addresses``: the arrays' lowest addresses, and ``stream``: :func:`streamed`, when the caller has

@@ -117,7 +117,7 @@ def schedule(loops: List[List[int]], fill: bool = False) -> Tuple[str, int, List
       (SpaceToDepth's and SpaceToBatch's innermost block). Loop 0 is ``i``,
       loop 1 is ``j``; the other loops follow the input, so it is read in order
       (where the output rows go on past a block loop, the core joins them; see
-      ``side_joined`` in ``_native.cpp``).
+      ``side_joined`` in ``src/native/lines.hpp``).
     * ``"scatter"``, block ``B``: the mirror image (DepthToSpace, BatchToSpace);
       the other loops follow the output, so it is written in order.
     * ``"gather2"`` / ``"scatter2"``, block ``B``: the same tiles with the
@@ -238,7 +238,7 @@ def fan_out_first(loops: Sequence[Sequence[int]], word: int, start: int = 0, spa
 _LINE = 64  # bytes in a cache line
 
 
-#: Block sizes with a specialised tile (see ``src/datamove/_native.cpp``).
+#: Block sizes with a specialised tile (see ``src/native/rows.hpp``).
 BLOCKS = (2, 3, 4)
 
 

@@ -1,0 +1,410 @@
+// datamove._native: the compiled CPU core. This file: what every other one uses (the program's steps,
+// the CPU's features, the streaming stores).
+//
+// It runs the loop nests that datamove.engines.strided lowers a plan to, over
+// raw memory, with a thread pool of its own and the GIL released. Python keeps
+// the validation and the planning; the core only moves words. Its files, each
+// header including the one before it:
+//
+//   common.hpp   the program's steps, the CPU's features, streaming stores
+//   bodies.hpp   the block tiles' SIMD bodies (SSE2, SSSE3) and short runs of pixels
+//   lines.hpp    streamed gathers and scatters: chunks through L1, AVX-512's whole-line kernels
+//   rows.hpp     the kernels by pattern and run_rows, which walks a step's rows
+//   word*.cpp    run_rows for one word width each (1, 2, 4, 8, 16, 32 bytes), compiled in parallel
+//   program.cpp  parse (a program into steps) and streams (whether its stores go around the cache)
+//   pool.cpp     jobs and the thread pool (fork-safe)
+//   module.cpp   the Python module (also core.hpp: what the last three share)
+//
+// A *program* is a flat int64 buffer: its number of steps, then per step
+//
+//     pattern, word, block, lo, hi, src_start, dst_start, nloops, (count, src_stride, dst_stride) * nloops
+//
+// with starts and strides in words from each array's lowest address. The last
+// two loops are the tile (loop 1, loop 0); the loops before them are the rows,
+// which the threads share. The tiles (see datamove.engines.native_engine):
+//
+//   CONTIGUOUS   loop 0 contiguous on both sides: a memcpy per row
+//   GATHER<B>    loop 1 = (B, 1, d1), loop 0 = (n, B, 1): B output rows from one input run
+//   SCATTER<B>   loop 1 = (B, s1, 1), loop 0 = (n, 1, B): the mirror image
+//                With lo > 0 the B rows come in groups of lo: row j lies at (j % lo) * d1 + (j / lo) * hi
+//                (s1 for SCATTER): two block loops contiguous on one side only (channels-last depth_first).
+//   STRIDED      anything else
+//   FILL         zeros (src strides 0)
+//   GATHER_WINDOW / SCATTER_WINDOW: the last axis in whole blocks keeping
+//                positions lo <= t < hi (SpaceToBatch's padding written, BatchToSpace's crop skipped)
+//
+// B (2, 3, 4) and the word (1, 2, 4, 8, 16 bytes) are template constants, so the
+// compiler turns the block tiles into wide loads, shuffles and wide stores.
+// Short tiles (a pixel of a few channels innermost) run a whole run of the loop
+// around them at once (contiguous_run, scatter_run): tile by tile, each tile's
+// set-up cost more than its few moves.
+// Outputs larger than the last-level cache are written with non-temporal stores
+// where the CPU has them (x86-64: SSE2 movntdq), as memcpy does, so the output's
+// lines are not read before they are written; elsewhere plain stores. Where the
+// CPU has AVX-512F, streamed gathers of 4- and 8-byte words store whole lines
+// straight from registers (gather_lines) instead of through an L1 buffer, and
+// where it has AVX-512BW and VBMI too, those of 1- and 2-byte words.
+
+#pragma once
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <numeric>
+#include <type_traits>
+
+#if (defined(__x86_64__) || defined(_M_X64)) && !defined(DM_PORTABLE)  // DM_PORTABLE: the scalar build other CPUs get (tests)
+#include <emmintrin.h>
+#define DM_HAVE_STREAM 1
+#else
+#define DM_HAVE_STREAM 0
+#endif
+
+// A function kept out of its callers, where their other values would crowd its own out of the registers.
+#if defined(__GNUC__)
+#define DM_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define DM_NOINLINE __declspec(noinline)
+#else
+#define DM_NOINLINE
+#endif
+
+// SSSE3's byte shuffle, for blocks of 3 narrow words, in functions compiled for it and called only where
+// the CPU has it (the module itself targets any x86-64 CPU); GCC and Clang only. DM_NO_SSSE3: what a CPU
+// without it runs (tests).
+#if DM_HAVE_STREAM && defined(__GNUC__) && !defined(DM_NO_SSSE3)
+#include <tmmintrin.h>
+#define DM_HAVE_SSSE3 1
+#else
+#define DM_HAVE_SSSE3 0
+#endif
+
+// AVX-512F's whole-line streaming stores and two-vector permutes, for the streamed gathers of 4- and 8-byte
+// words, in functions compiled for it and called only where the CPU (and the OS) has it; GCC and Clang only.
+// DM_NO_AVX512: what a CPU without it runs (tests).
+#if DM_HAVE_STREAM && defined(__GNUC__) && !defined(DM_NO_AVX512)
+#include <immintrin.h>
+#define DM_HAVE_AVX512 1
+#else
+#define DM_HAVE_AVX512 0
+#endif
+
+namespace dm {
+
+
+enum Pattern { CONTIGUOUS = 0, GATHER = 1, SCATTER = 2, STRIDED = 3, FILL = 4, GATHER_WINDOW = 5, SCATTER_WINDOW = 6 };
+
+constexpr int kMaxLoops = 256;
+constexpr int kMaxSteps = 1 << 16;
+constexpr int kMaxThreads = 1024;
+// Bytes of work below which a job is not worth another thread's wake-up.
+constexpr int64_t kBytesPerPart = 256 * 1024;
+// Words per chunk of a streamed tile: a chunk's rows stay in L1 before they are streamed out.
+constexpr int64_t kChunkBytes = 2048;
+// A streamed run of gather tiles (gather): bytes per chunk of a row, B rows (side.n * B side by side)
+// buffered. Twice kChunkBytes: each output stream then goes to memory in 2-4 KiB runs, not 1-2 KiB
+// (SpaceToDepth 512 MiB and 1 GiB into np.empty, 4 output streams: 1.30-1.43x -> 1.15-1.33x the copy
+// floor, same process, in turns, three runs). Scatter tiles keep kChunkBytes (DepthToSpace with block 3
+// went 0.82x -> 0.92x with the larger chunk).
+constexpr int64_t kGatherChunkBytes = 2 * kChunkBytes;
+
+struct alignas(16) W16 {
+    uint64_t a, b;
+};
+
+// A pixel of 32 bytes (8 float32 channels innermost): the word of gather windows over channels-last data,
+// aligned to 16 bytes like W16 (NumPy's large arrays start 16 bytes into a line).
+struct alignas(16) W32 {
+    W16 a, b;
+};
+
+struct Loop {
+    int64_t n, s, d;
+};
+
+struct Step {
+    int pattern, word, block;
+    int64_t lo, hi, src0, dst0;
+    int nouter;
+    const Loop* outer;
+    Loop l1, l0;
+    int64_t rows, row_cost;  // row_cost: bytes a row writes
+    int64_t first, last;  // windows: the blocks wholly inside lo <= t < hi (set by parse: no division per tile)
+    int64_t at[4];         // block tiles: the offsets of the B rows (set by parse: no division per tile)
+    bool nt;               // in a streamed program: whether this step streams (set by streams)
+    bool reads_on;         // scatter windows of rows from 1 KiB: a tile's input rows go on where a later tile reads
+    char* scratch;         // streamed: this thread's chunk buffer, kScratchBytes on a page (set by run_rows)
+    struct Carry* carry;   // streamed: this thread's held partial line (set by run_rows)
+};
+
+// ------------------------------------------------------------------ stores
+
+constexpr int64_t kLine = 64;
+// Streams a thread may write side by side, each a line at a time, and still join each one's partial lines.
+constexpr int64_t kJoinedStreams = 8;
+// Rows a streamed gather buffers side by side (side_joined): 4 x 4 blocks.
+constexpr int64_t kSideRows = 16;
+
+// Four bytes at d (4-byte aligned) around the cache.
+inline void stream4(char* d, const char* s) {
+#if DM_HAVE_STREAM
+    int v;
+    std::memcpy(&v, s, 4);
+    _mm_stream_si32(reinterpret_cast<int*>(d), v);
+#endif
+}
+
+// The partial line a streamed scatter tile ends on, held back until the thread's next tile, whose output
+// goes on from it, fills the rest: the line then goes out whole, in one streaming store per 16 bytes. A
+// line streamed in two partial halves goes to memory as two partial writes where the CPU's
+// write-combining lets the first half go before the second comes, and these cost far more than a whole
+// line: BatchToSpace into np.empty (16 bytes past a line), 512 MiB, rows of 2 KiB, ran at 1.51x the copy
+// floor against 1.07x into an array on a line (2-core Intel Xeon, same process, in turns). Taken by the
+// tiles that stage rows in the L1 buffer (put_joined: DepthToSpace uint8, 512 MiB, 1.33x -> 1.20x) and
+// by the windows that ask for their next rows between two rows (scatter_window: BatchToSpace with crops,
+// 512 MiB, 1.52-1.55x -> 1.19-1.23x).
+struct Carry {
+    alignas(64) char buf[64];
+    char* line = nullptr;  // the line held (on 64 bytes), or none
+    int64_t to = 0;        // its bytes [0, to) are held
+    // The held bytes streamed as they are, a 4-byte word at a time (the last few bytes of a `to` that is
+    // not a multiple of 4 stored plainly, as put_bytes stores such a row's tail).
+    void flush() {
+        if (!line) return;
+        int64_t k = 0;
+#if DM_HAVE_STREAM
+        for (; k + 4 <= to; k += 4) stream4(line + k, buf + k);
+#endif
+        std::memcpy(line + k, buf + k, to - k);
+        line = nullptr;
+    }
+    // Whether the bytes from d go on from the held ones.
+    bool goes_on(const char* d) const { return line && line + to == d; }
+    // The held line, its last `n` bytes now s: streamed whole.
+    void finish(const char* s, int64_t n) {
+        std::memcpy(buf + to, s, n);
+        stream_whole();
+    }
+    // The buffer, the whole line now, streamed.
+    void stream_whole();
+    // The buffer, to hold the first n bytes of the line at d (what it held before flushed).
+    char* start(char* d, int64_t n) {
+        flush();
+        line = d, to = n;
+        return buf;
+    }
+    // Holds [d, d + n), the start of the line at d.
+    void hold(char* d, const char* s, int64_t n) { std::memcpy(start(d, n), s, n); }
+};
+
+#if DM_HAVE_AVX512
+inline const bool kAvx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
+// AVX-512BW's masked byte loads and VBMI's byte permutes: gather_lines of 1- and 2-byte words.
+inline const bool kAvx512Bytes = kAvx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
+
+// n bytes (a multiple of 64) from s to d (on a line) around the cache, a whole line a store. Where the CPU
+// has AVX-512F, put_bytes and put_lines store their bodies of 256 bytes or more so: on the 2-core Intel
+// Xeon, same process, in turns, SpaceToDepth NHWC 128 MiB 0.94x -> 0.63x the copy floor, DepthToSpace
+// NHWC 1.13-1.27x -> 0.93-1.03x (512-byte pieces), SpaceToBatch NHWC with pads 4 channels 1.13x ->
+// 1.04x; the other cases within +-0.05. (A function of its own: its vzeroupper keeps the vector
+// registers' upper halves clean for the SSE code around it.)
+__attribute__((target("avx512f"))) DM_NOINLINE inline void stream_lines(char* d, const char* s, int64_t n) {
+    for (int64_t k = 0; k < n; k += kLine) _mm512_stream_si512(reinterpret_cast<__m512i*>(d + k), _mm512_loadu_si512(s + k));
+}
+
+// n bytes (a multiple of 64) of zeros at d (on a line), as stream_lines (zero_bytes' bodies).
+__attribute__((target("avx512f"))) DM_NOINLINE inline void zero_lines(char* d, int64_t n) {
+    for (int64_t k = 0; k < n; k += kLine) _mm512_stream_si512(reinterpret_cast<__m512i*>(d + k), _mm512_setzero_si512());
+}
+#endif
+
+// Where put_bytes, put_lines and zero_bytes store whole lines 64 bytes a store (see stream_lines).
+constexpr int64_t kLineStoresFrom = 256;
+
+// Copy n bytes to d, around the cache when NT (the body as aligned 16-byte streaming stores; the
+// head and tail too, as 4-byte ones, where d and n are multiples of 4).
+template <bool NT>
+inline void put_bytes(char* d, const char* s, int64_t n) {
+#if DM_HAVE_STREAM
+    const bool words = (reinterpret_cast<uintptr_t>(d) & 3) == 0 && (n & 3) == 0;
+    if (NT && (n >= 64 || words)) {  // (short pieces stream only as words: streams_whole checks they are)
+        int64_t head = std::min<int64_t>(n, (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15);
+        if (words) {  // the head and the tail streamed too, four bytes at a time: no plain store at all
+            for (int64_t k = 0; k < head; k += 4) stream4(d + k, s + k);
+        } else {
+            std::memcpy(d, s, head);
+        }
+        d += head, s += head, n -= head;
+        int64_t body = n & ~int64_t(63);
+#if DM_HAVE_AVX512
+        if (kAvx512 && body >= kLineStoresFrom) {  // 16 bytes a store to a line, then whole lines
+            body = 0;
+            for (; (reinterpret_cast<uintptr_t>(d + body) & (kLine - 1)) && body + 16 <= n; body += 16)
+                _mm_stream_si128(reinterpret_cast<__m128i*>(d + body), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + body)));
+            const int64_t lines = (n - body) & ~(kLine - 1);
+            stream_lines(d + body, s + body, lines);
+            body += lines;
+        } else
+#endif
+        {
+            for (int64_t k = 0; k < body; k += 64) {
+                __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k));
+                __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k + 16));
+                __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k + 32));
+                __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k + 48));
+                _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), x0);
+                _mm_stream_si128(reinterpret_cast<__m128i*>(d + k + 16), x1);
+                _mm_stream_si128(reinterpret_cast<__m128i*>(d + k + 32), x2);
+                _mm_stream_si128(reinterpret_cast<__m128i*>(d + k + 48), x3);
+            }
+        }
+        for (; body + 16 <= n; body += 16)
+            _mm_stream_si128(reinterpret_cast<__m128i*>(d + body), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + body)));
+        if (words) {
+            for (; body < n; body += 4) stream4(d + body, s + body);
+        } else {
+            std::memcpy(d + body, s + body, n - body);
+        }
+        return;
+    }
+#endif
+    std::memcpy(d, s, n);
+}
+
+inline void Carry::stream_whole() {
+#if DM_HAVE_STREAM
+    for (int k = 0; k < kLine; k += 16)
+        _mm_stream_si128(reinterpret_cast<__m128i*>(line + k), _mm_load_si128(reinterpret_cast<const __m128i*>(buf + k)));
+#else
+    std::memcpy(line, buf, kLine);  // (no build without streaming stores streams: run's `stream` is 0 there)
+#endif
+    line = nullptr;
+}
+
+// put_bytes<true> for a piece of a streamed output that the thread's next piece may go on from: the line
+// the piece starts in goes out whole where the carry holds the rest of it, and the line it ends in is
+// held (see Carry).
+inline void put_joined(char* d, const char* s, int64_t n, Carry* carry) {
+    char* const first = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(d) & ~uintptr_t(kLine - 1));
+    char* const last = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(d + n) & ~uintptr_t(kLine - 1));
+    if (!carry || first == last) return put_bytes<true>(d, s, n);
+    if (d != first) {
+        const int64_t h = first + kLine - d;
+        if (carry->goes_on(d)) {
+            carry->finish(s, h);
+        } else {
+            put_bytes<true>(d, s, h);
+        }
+        d += h, s += h, n -= h;
+    }
+    const int64_t tail = d + n - last;
+    put_bytes<true>(d, s, n - tail);
+    if (tail) carry->hold(last, s + n - tail, tail);
+}
+
+// Copy n bytes to d: the whole lines streamed, the partial lines at either end stored plainly. For rows
+// whose ends share a line with rows written much later (another run of the same step): both halves of
+// such a line are plain, so it is read once and stays in cache, not flushed half-full twice.
+inline void put_lines(char* d, const char* s, int64_t n) {
+#if DM_HAVE_STREAM
+    const int64_t head = std::min<int64_t>(n, (kLine - (int64_t)(reinterpret_cast<uintptr_t>(d) & (kLine - 1))) & (kLine - 1));
+    std::memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    const int64_t body = n & ~(kLine - 1);
+#if DM_HAVE_AVX512
+    if (kAvx512 && body >= kLineStoresFrom) {
+        stream_lines(d, s, body);
+    } else
+#endif
+    {
+        for (int64_t k = 0; k < body; k += 16)
+            _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k)));
+    }
+    std::memcpy(d + body, s + body, n - body);
+#else
+    std::memcpy(d, s, n);
+#endif
+}
+
+template <bool NT>
+inline void zero_bytes(char* d, int64_t n) {
+#if DM_HAVE_STREAM
+    const bool words = (reinterpret_cast<uintptr_t>(d) & 3) == 0 && (n & 3) == 0;
+    if (NT && (n >= 64 || words)) {
+        int64_t head = std::min<int64_t>(n, (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15);
+        if (words) {
+            for (int64_t k = 0; k < head; k += 4) _mm_stream_si32(reinterpret_cast<int*>(d + k), 0);
+        } else {
+            std::memset(d, 0, head);
+        }
+        d += head, n -= head;
+        int64_t body = n & ~int64_t(15);
+        const __m128i z = _mm_setzero_si128();
+        int64_t k = 0;
+#if DM_HAVE_AVX512
+        if (kAvx512 && body >= kLineStoresFrom) {  // 16 bytes a store to a line, then whole lines
+            for (; (reinterpret_cast<uintptr_t>(d + k) & (kLine - 1)) && k < body; k += 16)
+                _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), z);
+            const int64_t lines = (body - k) & ~(kLine - 1);
+            zero_lines(d + k, lines);
+            k += lines;
+        }
+#endif
+        for (; k < body; k += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(d + k), z);
+        if (words) {
+            for (int64_t k = body; k < n; k += 4) _mm_stream_si32(reinterpret_cast<int*>(d + k), 0);
+        } else {
+            std::memset(d + body, 0, n - body);
+        }
+        return;
+    }
+#endif
+    std::memset(d, 0, n);
+}
+
+inline void fence() {
+#if DM_HAVE_STREAM
+    _mm_sfence();
+#endif
+}
+
+// Lines to be read soon, asked for ahead of their loads a few at a time (hints: they never fault). All
+// at once, a chunk's input (8 KiB) filled the load queue and held up the stores between.
+struct Ahead {
+    static constexpr int kRanges = 16;  // more ranges than this are left to the hardware prefetcher
+    const char* at[kRanges];
+    const char* end[kRanges];
+    int n = 0, i = 0;
+    int64_t lines = 0;
+    void add(const void* p, int64_t bytes) {
+        if (n == kRanges || bytes <= 0) return;
+        at[n] = static_cast<const char*>(p);
+        end[n] = at[n] + bytes;
+        lines += (bytes + kLine - 1) / kLine;
+        ++n;
+    }
+    void ask(int64_t count) {
+        for (; count > 0 && i < n; --count) {
+#if DM_HAVE_STREAM
+            _mm_prefetch(at[i], _MM_HINT_T0);
+#elif defined(__GNUC__)
+            __builtin_prefetch(at[i]);
+#endif
+            at[i] += kLine;
+            if (at[i] >= end[i]) ++i;
+        }
+    }
+};
+
+// A pattern's rows [r0, r1) of a step, on one thread (run_rows<T, P, B, NT>, src and dst at their lowest
+// addresses).
+typedef void (*RowsFn)(const Step&, char*, char*, int64_t, int64_t);
+
+}  // namespace dm

@@ -1,0 +1,35 @@
+// What the core's own files share: a program parsed into steps, whether it streams, and the jobs the
+// thread pool runs.
+
+#pragma once
+
+#include "common.hpp"
+
+namespace dm {
+
+// The steps of a program (see common.hpp), their output bytes in `total`; false where it is malformed.
+bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total);
+// Whether a program streams (its steps' nt set): `registers`, only if every step streams from registers.
+bool streams(Step* steps, int nsteps, const char* dst, bool registers = false);
+// The kernel of a step, plain or streamed.
+RowsFn pick(const Step& st, bool stream);
+
+struct Job {
+    uint64_t generation;  // set by run_job: which job of the pool this is
+    const Step* steps;
+    int nsteps;
+    int64_t total;  // the cost of all steps
+    char* src;
+    char* dst;
+    bool stream;
+    int parts;
+    int pieces = 1;  // pieces a part is cut into (set by run_job): what an idle thread takes of another's part
+};
+
+
+// Runs a job on up to `threads` threads (the caller's and the pool's), each step's rows shared out.
+void run_job(Job& job, int threads);
+// The pool's started worker threads in this process (0 in a new fork).
+int pool_workers();
+
+}  // namespace dm

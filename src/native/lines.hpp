@@ -1,0 +1,945 @@
+// Streamed gathers and scatters: chunks through the L1 buffer, and AVX-512's whole-line kernels
+// (gather_lines, chained_lines, strided_lines, table_lines, scatter2_lines).
+
+#pragma once
+
+#include "bodies.hpp"
+
+namespace dm {
+
+// The first chunk of a streamed row, in positions of `per` words (of `word` bytes) from `start`: cut
+// so that the chunks after it start on a line, and no line is split between two chunks' stores.
+inline int64_t first_chunk(const void* start, int64_t word, int64_t per, int64_t chunk, int64_t n) {
+    if (n <= chunk) return chunk;
+    const int64_t line = kLine / word;  // words per line
+    const int64_t lead = (int64_t)(reinterpret_cast<uintptr_t>(start) & (kLine - 1)) / word;
+    for (int64_t k = chunk; k > 0 && k > chunk - line; --k)
+        if ((lead + k * per) % line == 0) return k;
+    return chunk;
+}
+
+// A streamed tile's L1 chunk buffer starts on a page. Anywhere else (as on the stack, where it was
+// once), its stores could match the tile's own spilled locals in the low 12 bits (a load then waits for
+// the store: 4K aliasing): BatchToSpace with crops ran 0.9x or 2.5x the copy floor from one build to the
+// next, whatever the arrays' own offsets; on a page, 0.9x in both.
+constexpr size_t kPage = 4096;
+
+// The streamed tiles' chunk buffers: the largest is B = 4 rows of kGatherChunkBytes.
+constexpr size_t kScratchBytes = 4 * kGatherChunkBytes;
+
+// Each thread's chunk buffer, on the heap, made on its first streamed call and freed when the thread
+// ends. On the stack (up to 20 KiB a frame), a call from a Python thread with the 32 KiB stack that
+// threading.stack_size allows overflowed it. Null when memory is short (the caller then stores plainly).
+struct Scratch {
+    void* raw = nullptr;
+    char* page = nullptr;
+    ~Scratch() { std::free(raw); }
+};
+
+inline char* scratch() {
+    static thread_local Scratch mine;
+    if (!mine.page && (mine.raw = std::malloc(kScratchBytes + kPage)) != nullptr)
+        mine.page = static_cast<char*>(mine.raw) + (kPage - reinterpret_cast<uintptr_t>(mine.raw) % kPage) % kPage;
+    return mine.page;
+}
+
+// Whether the loop just outside a step's tile continues its rows in dst (its dst stride is the row):
+// a streamed gather then takes a run of that loop's tiles at once (see gather).
+inline bool rows_go_on(const Step& st) {
+    return st.nouter && st.outer[st.nouter - 1].d == st.l0.n;
+}
+
+// Whether a step's tiles are gather windows that a streamed run may take together (see gather): blocks of
+// 2, 3 or 4 written on in dst.
+inline bool runs_of_windows(const Step& st) {
+    return st.pattern == GATHER_WINDOW && st.block >= 2 && st.block <= 4 && st.l0.d == 1;
+}
+
+// Whether the rows go on one loop further out, past a `side` loop whose tiles' rows a streamed gather
+// buffers side by side (at most kJoinedStreams rows in all, or kSideRows where each row's run is a chunk
+// or more): SpaceToDepth NCHW, whose block row offset lies between the tile and the loop over rows.
+// Tile by tile, each output row's partial end line waited for the other rows' stores (NumPy's own out=,
+// 16 bytes into a line: so that program stored plainly). 4 x 4 blocks (16 rows), 128 MiB into such an
+// out=, same process, in turns, plain -> streamed this way: SpaceToDepth depth_first float32 0.79-1.00x
+// -> 0.62-0.81x the copy floor, SpaceToBatch uint8 1.27-1.42x -> 1.13-1.21x (four runs of five; 1.49x
+// -> 1.47x in the fifth). Short runs stay plain: 5-D SpaceToDepth with block 3 (9 rows of 1 KiB runs,
+// one chunk a call, none prefetched) went 0.95-0.99x -> 1.29-1.41x.
+inline bool side_joined(const Step& st) {
+    const int last = st.nouter - 1;
+    if (last < 1 || !(st.pattern == GATHER || runs_of_windows(st)) || rows_go_on(st) || st.outer[last - 1].d != st.l0.n)
+        return false;
+    const int64_t rows = st.outer[last].n * st.block;
+    return rows <= kJoinedStreams || (rows <= kSideRows && st.outer[last - 1].n * st.l0.n * st.word >= kGatherChunkBytes);
+}
+
+// Whether a streamed step's gather tiles are taken a run at a time through the L1 buffer (rows that go on
+// right outside the tile or past a side loop): their partial lines lie only at a run's two ends.
+inline bool gathers_runs(const Step& st) {
+    return (st.pattern == GATHER || runs_of_windows(st)) && (rows_go_on(st) || side_joined(st));
+}
+
+// Blocks [i0, i1) of a gather window into rows dst + b + j * d1, positions i * d0.
+template <typename T, int B>
+inline void gather_window_part(const T* src, T* dst, int64_t a, int64_t b, int64_t d1, int64_t d0, int64_t size,
+                               int64_t i0, int64_t i1, int64_t first, int64_t last, int64_t lo, int64_t hi) {
+    for (int edge = 0; edge < 2; ++edge) {
+        for (int64_t i = edge ? std::max(i0, last) : i0; i < (edge ? i1 : std::min(i1, first)); ++i)
+            for (int64_t j = 0; j < size; ++j) {
+                int64_t t = i * size + j;
+                dst[b + j * d1 + i * d0] = (lo <= t && t < hi) ? src[a + t] : T();
+            }
+    }
+    const int64_t f = std::max(i0, first), l = std::min(i1, last);
+    if (f >= l) return;
+    if (B && d0 == 1) return gather_rows<T, (B ? B : 2)>(src, dst, a + f * size, b + f, Rows<(B ? B : 2)>(d1), l - f);
+    for (int64_t i = f; i < l; ++i)
+        for (int64_t j = 0; j < size; ++j) dst[b + j * d1 + i * d0] = src[a + i * size + j];
+}
+
+#if DM_HAVE_AVX512
+
+// How far ahead of its loads gather_lines asks for each input line: 4 KiB. It once read the side rows a
+// line of each in turn, and 1 KiB was best for that (SpaceToDepth blocks_first, 1 GiB into NumPy's out=,
+// 2-core Intel Xeon: 1.24-1.30x the copy floor; 4 KiB 1.43-1.45x, none 1.58x). It now reads them a tile's
+// row of each in turn (the input in its own order, each output stream in bursts of a row). Same process,
+// in turns: that and 4 KiB, 256 MiB 1.16-1.22x -> 1.04-1.10x, 1 GiB 1.22-1.26x -> 1.08-1.12x, 128 MiB
+// 0.73-0.78x -> 0.68-0.70x; 4 KiB alone gained about half of that, the rows alone (1 KiB) nothing.
+// Every line of the B read, not the first alone: 1.28x -> 1.14x (128 MiB, streamed: 0.80x -> 0.71x).
+constexpr int64_t kLinesAhead = 4096;
+
+// Whether a streamed gather of B rows of W-byte words may go straight from registers to memory a whole line
+// a store (gather_lines): every row and side row on the same offset within a line, and tiles of a line or
+// more (a line's positions then span at most two tiles). Words of 1-16 bytes: a 16-byte word (a pixel of
+// 4 float32 channels, SpaceToBatch NHWC) always starts on 16 bytes, so its lines are whole words, while
+// 32-byte pixels lie 16 bytes into a line in NumPy's arrays (they keep the L1 buffer).
+inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop& side) {
+    if (!(W >= 4 ? kAvx512 : kAvx512Bytes) || (W & (W - 1)) || W > 16 || B < 2 || B > 4 || n < kLine / W ||
+        (side.n > 1 && side.d * W % kLine))
+        return false;
+    for (int j = 1; j < B; ++j)
+        if ((at[j] - at[0]) * W % kLine) return false;
+    return true;
+}
+
+// The words lo <= w < hi of each tile's row that a run of gather tiles reads; the others are zeros
+// (SpaceToBatch's padding, in gather windows). A gather reads them all.
+struct Bounds {
+    int64_t lo, hi;
+};
+
+// The permutes that build output row j's line from a line's B input vectors of V lanes, H lanes a word:
+// lane k takes lane (k / H * B + j) * H + k % H of the vectors, in turn. B = 2: one permute of vectors 0-1
+// (idx). B = 4: the first half of the line from vectors 0-1 and the second from 2-3, by the same idx.
+// B = 3: the lanes in vectors 0-1 by idx, then those in vector 2 by rest (the others stay).
+// Constants, loaded from the binary: built on the stack at each call and loaded whole, a load cannot
+// take the lanes from the queued stores and waited for the queue to drain, streaming stores and all.
+template <typename Lane, int V, int H, int B>
+struct LinePermutes {
+    alignas(64) Lane idx[B][V];
+    alignas(64) Lane rest[B][V];
+    constexpr LinePermutes() : idx(), rest() {
+        for (int j = 0; j < B; ++j)
+            for (int k = 0; k < V; ++k) {
+                const int lane = ((((B == 4 ? k % (V / 2) : k) / H) * B + j) * H + k % H);
+                idx[j][k] = (Lane)(lane & (2 * V - 1));
+                rest[j][k] = (Lane)(lane < 2 * V ? k : V + (lane - 2 * V));
+            }
+    }
+};
+template <typename Lane, int V, int H, int B>
+constexpr LinePermutes<Lane, V, H, B> kLinePermutes{};
+
+#if DM_HAVE_AVX512
+// The permutes of LinePermutes<int32_t, 16, H, B> in registers: pick (idx), then (rest).
+template <int H, int B>
+__attribute__((target("avx512f"), always_inline)) inline void load_line_permutes(__m512i* pick, __m512i* then) {
+    for (int j = 0; j < B; ++j) {
+        pick[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.idx[j]);
+        then[j] = _mm512_load_si512(kLinePermutes<int32_t, 16, H, B>.rest[j]);
+    }
+}
+
+// Output row j's line from a line's B input vectors z of 32-bit lanes (LinePermutes).
+template <int B>
+__attribute__((target("avx512f"), always_inline)) inline __m512i line_of(const __m512i* z, const __m512i* pick,
+                                                                        const __m512i* then, int j) {
+    if (B == 2) return _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
+    if (B == 3) return _mm512_permutex2var_epi32(_mm512_permutex2var_epi32(z[0], pick[j], z[1]), then[j], z[2]);
+    const __m512i lo = _mm512_permutex2var_epi32(z[0], pick[j], z[1]);
+    const __m512i hi = _mm512_permutex2var_epi32(z[B - 2], pick[j], z[B - 1]);
+    return _mm512_shuffle_i64x2(lo, hi, 0x44);
+}
+
+// Vectors stored at `p` bytes into a line (a multiple of 4), a whole line at a time: each line of dst is
+// the end of the vector before it and the start of its own (one permute). A run's first line takes its
+// start only, and its last its end only, both stored plainly (masked). chained_lines, strided_lines,
+// table_lines.
+struct Shifted {
+    int64_t p;
+    __m512i idx;  // lane i: lane i - p / 4 of its own vector, or for i < p / 4 lane 16 + i - p / 4 of the one before
+    __mmask16 head, tail;
+};
+
+__attribute__((target("avx512f"), always_inline)) inline Shifted shifted(const char* at) {
+    const int64_t p = (int64_t)(reinterpret_cast<uintptr_t>(at) & (kLine - 1));
+    const int ph = (int)(p / 4);
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    return Shifted{p, _mm512_add_epi32(iota, _mm512_set1_epi32(16 - ph)), (__mmask16)(0xFFFFu << ph), (__mmask16)((1u << ph) - 1)};
+}
+
+// The line at o (on a line): the end of prev and the start of v.
+__attribute__((target("avx512f"), always_inline)) inline void shifted_line(char* o, const Shifted& s, __m512i prev, __m512i v) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(o), _mm512_permutex2var_epi32(prev, s.idx, v));
+}
+
+// A run's first line, at o: v's start only.
+__attribute__((target("avx512f"), always_inline)) inline void shifted_first(char* o, const Shifted& s, __m512i v) {
+    _mm512_mask_storeu_epi32(o, s.head, _mm512_permutex2var_epi32(v, s.idx, v));
+}
+
+// A line of a run at o: stored plainly (NT false: o is where v goes), or streamed shifted (the run's
+// first line: its start only). strided_lines, table_lines.
+template <bool NT>
+__attribute__((target("avx512f"), always_inline)) inline void put_shifted(char* o, const Shifted& s, __m512i prev, __m512i v,
+                                                                         bool first) {
+    if (!NT) {
+        _mm512_storeu_si512(o, v);
+    } else if (first) {
+        shifted_first(o, s, v);
+    } else {
+        shifted_line(o, s, prev, v);
+    }
+}
+
+// A run's last line, at o (none where the run ends on a line): the end of its last vector.
+__attribute__((target("avx512f"), always_inline)) inline void shifted_last(char* o, const Shifted& s, __m512i last) {
+    if (s.tail) _mm512_mask_storeu_epi32(o, s.tail, _mm512_permutex2var_epi32(last, s.idx, last));
+}
+#endif
+
+// Of a run of `total` positions of W bytes from d: the first that starts a line, and the end of the last
+// whole line.
+inline void whole_lines(const char* d, int64_t W, int64_t total, int64_t* first, int64_t* last) {
+    const int64_t line = kLine / W, lead = (int64_t)(reinterpret_cast<uintptr_t>(d) & (kLine - 1)) / W;
+    *first = std::min<int64_t>(total, (line - lead) % line);
+    *last = *first + (total - *first) / line * line;
+}
+
+// Positions [i0, i1) of every row of a run of gather tiles (see gather_lines), stored plainly.
+template <int W, int B>
+inline void gather_positions(const char* src, char* dst, const int64_t* at, int64_t n, int64_t step, const Loop& side,
+                             Bounds w, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+        const int64_t tile = i / n, t = i - tile * n;
+        for (int64_t m = 0; m < side.n; ++m)
+            for (int j = 0; j < B; ++j) {
+                char* o = dst + (m * side.d + at[j] + i) * W;
+                const int64_t word = t * B + j;
+                if (w.lo <= word && word < w.hi) {
+                    std::memcpy(o, src + (tile * step + m * side.s + word) * W, W);
+                } else {
+                    std::memset(o, 0, W);
+                }
+            }
+    }
+}
+
+// Which lanes of input vector v (`per` lanes a vector, `h` a word) of a line whose positions start at t in
+// their tile are loaded: `own`, those of this tile (its first `cut` lanes), `next`, those of the next tile
+// (the rest), each only inside the window's words (the others are zeros; `padded`: the window has any).
+__attribute__((always_inline)) inline void line_lanes(int64_t v, int64_t per, int64_t h, int64_t cut, int64_t t, int64_t B, Bounds w, bool padded,
+                       uint64_t* own, uint64_t* next) {
+    const uint64_t all = per == 64 ? ~0ull : (1ull << per) - 1;
+    if (!padded) {  // (the common case, kept short: the first `cut` lanes from this tile, the others from the next)
+        const int64_t mine = std::max<int64_t>(0, std::min(per, cut - v * per));
+        *own = mine == 64 ? ~0ull : (1ull << mine) - 1;
+        *next = all & ~*own;
+        return;
+    }
+    auto bits = [per, v](int64_t a, int64_t b) -> uint64_t {  // the line's lanes [a, b) that fall in vector v
+        a = std::max(a, v * per) - v * per, b = std::min(b, (v + 1) * per) - v * per;
+        return a >= b ? 0 : (b - a >= 64 ? ~0ull : (1ull << (b - a)) - 1) << a;
+    };
+    *own = bits(std::max<int64_t>(0, (w.lo - t * B) * h), std::min(cut, (w.hi - t * B) * h));
+    *next = bits(std::max(cut, cut + w.lo * h), cut + w.hi * h);
+}
+
+// A streamed GATHER of B = 2, 3 or 4 rows of W = 4, 8 or 16 bytes straight from registers: each whole output line
+// is B vectors of input deinterleaved by permutes and stored at once around the cache (one 64-byte
+// streaming store: no partial line waits in a write-combining buffer, and no L1 buffer in between); the
+// partial lines at the run's two ends are stored plainly. Positions and tiles as in gather (runs of tiles,
+// a side loop); the side rows are taken a group of lines at a time, a tile's row of each in turn, so the
+// input is read in its own order and each output row streams in bursts of a tile's row; a window's words outside its bounds load as zeros. On the 2-core Intel Xeon (AVX-512), SpaceToDepth
+// [64,64,256,256] float32 blocks_first into NumPy's out=, same process, in turns with the copy floor, 1 GiB:
+// 1.58-1.97x through the L1 buffer, 1.14-1.18x this way (README). 16-byte words: SpaceToBatch NHWC with 4
+// float32 channels and pads, 64 MiB, 0.89-1.11x (plain stores) -> 0.66-0.67x.
+template <int W, int B>
+__attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src, char* dst, const int64_t* at, int64_t n,
+                                                                 int64_t runs, int64_t step, Loop side, Bounds w) {
+    constexpr int L = kLine / W;      // positions a line
+    constexpr int H = W / 4;          // 32-bit lanes a word
+    const int64_t total = n * runs;
+    __m512i pick[B], then[B];
+    load_line_permutes<H, B>(pick, then);
+    int64_t first, last;
+    whole_lines(dst + at[0] * W, W, total, &first, &last);
+    gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
+    const bool padded = w.lo > 0 || w.hi < n * B;
+    const int64_t group = side.n > 1 ? (n + L - 1) / L * L : total;  // (kLinesAhead)
+    for (int64_t g = first, tile0 = first / n, t0 = first - tile0 * n; g < last; g += group) {
+        for (int64_t m = 0, tile = tile0, t = t0; m < side.n; ++m, tile = tile0, t = t0) {
+            for (int64_t i = g; i < std::min(last, g + group); i += L) {
+                const int64_t cut = std::min<int64_t>(n - t, L) * B * H;  // lanes from this tile; the rest from the next
+                const bool inside = cut == B * 16 && w.lo <= t * B && (t + L) * B <= w.hi;
+                const int32_t* pa = reinterpret_cast<const int32_t*>(src + (tile * step + m * side.s + t * B) * W);
+                const int32_t* pb = reinterpret_cast<const int32_t*>(src + ((tile + 1) * step + m * side.s) * W) - cut;
+                for (int v = 0; v < B; ++v) _mm_prefetch(reinterpret_cast<const char*>(pa + 16 * v) + kLinesAhead, _MM_HINT_T0);
+                __m512i z[B];
+                for (int v = 0; v < B; ++v) {
+                    if (inside) {
+                        z[v] = _mm512_loadu_si512(pa + 16 * v);
+                    } else {
+                        uint64_t own, next;
+                        line_lanes(v, 16, H, cut, t, B, w, padded, &own, &next);
+                        z[v] = _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32((__mmask16)own, pa + 16 * v), (__mmask16)next, pb + 16 * v);
+                    }
+                }
+                for (int j = 0; j < B; ++j)
+                    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * side.d + at[j] + i) * W), line_of<B>(z, pick, then, j));
+                t += L;
+                if (t >= n) t -= n, ++tile;
+            }
+            if (m + 1 == side.n) tile0 = tile, t0 = t;  // the next group's first line
+        }
+    }
+    gather_positions<W, B>(src, dst, at, n, step, side, w, last, total);
+}
+#endif
+
+#if DM_HAVE_AVX512
+#define DM_NARROW __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+template <int W>
+DM_NARROW __attribute__((always_inline)) inline __m512i narrow_permute(__m512i a, __m512i idx, __m512i b) {
+    if constexpr (W == 1) return _mm512_permutex2var_epi8(a, idx, b);
+    else return _mm512_permutex2var_epi16(a, idx, b);
+}
+
+// The lanes of `mine` from here, those of `theirs` from there, the others zeros.
+template <int W, typename Mask>
+DM_NARROW __attribute__((always_inline)) inline __m512i narrow_load(Mask mine, Mask theirs, const char* here, const char* there) {
+    if constexpr (W == 1) return _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(mine, here), theirs, there);
+    else return _mm512_mask_loadu_epi16(_mm512_maskz_loadu_epi16(mine, here), theirs, there);
+}
+
+// gather_lines for B = 2, 3 or 4 rows of W = 1 or 2 bytes: lanes of one word, VBMI's byte permutes or
+// AVX-512BW's word permutes, BW's masked loads (where the CPU has all three: kAvx512Bytes).
+template <int W, int B>
+DM_NARROW DM_NOINLINE void gather_narrow_lines(
+    const char* src, char* dst, const int64_t* at, int64_t n, int64_t runs, int64_t step, Loop side, Bounds w) {
+    constexpr int L = kLine / W;  // positions (lanes) a line
+    using Lane = std::conditional_t<W == 1, int8_t, int16_t>;
+    using Mask = std::conditional_t<W == 1, __mmask64, __mmask32>;
+    const int64_t total = n * runs;
+    __m512i pick[B], then[B];  // (LinePermutes, in lanes of one word)
+    for (int j = 0; j < B; ++j) {
+        pick[j] = _mm512_load_si512(kLinePermutes<Lane, L, 1, B>.idx[j]);
+        then[j] = _mm512_load_si512(kLinePermutes<Lane, L, 1, B>.rest[j]);
+    }
+    int64_t first, last;
+    whole_lines(dst + at[0] * W, W, total, &first, &last);
+    gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
+    const bool padded = w.lo > 0 || w.hi < n * B;
+    const int64_t group = side.n > 1 ? (n + L - 1) / L * L : total;  // (kLinesAhead)
+    for (int64_t g = first, tile0 = first / n, t0 = first - tile0 * n; g < last; g += group) {
+        for (int64_t m = 0, tile = tile0, t = t0; m < side.n; ++m, tile = tile0, t = t0) {
+            for (int64_t i = g; i < std::min(last, g + group); i += L) {
+                const int64_t cut = std::min<int64_t>(n - t, L) * B;  // lanes from this tile; the rest from the next
+                const bool inside = cut == B * L && w.lo <= t * B && (t + L) * B <= w.hi;
+                const char* pa = src + (tile * step + m * side.s + t * B) * W;
+                const char* pb = src + ((tile + 1) * step + m * side.s - cut) * W;
+                __m512i z[B];
+                for (int v = 0; v < B; ++v) {
+                    _mm_prefetch(pa + 64 * v + kLinesAhead, _MM_HINT_T0);
+                    if (inside) {
+                        z[v] = _mm512_loadu_si512(pa + 64 * v);
+                    } else {
+                        uint64_t own, next;
+                        line_lanes(v, L, 1, cut, t, B, w, padded, &own, &next);
+                        z[v] = narrow_load<W>((Mask)own, (Mask)next, pa + 64 * v, pb + 64 * v);
+                    }
+                }
+                for (int j = 0; j < B; ++j) {
+                    __m512i line;
+                    if (B == 2) {
+                        line = narrow_permute<W>(z[0], pick[j], z[1]);
+                    } else if (B == 3) {
+                        line = narrow_permute<W>(narrow_permute<W>(z[0], pick[j], z[1]), then[j], z[B - 1]);
+                    } else {
+                        line = _mm512_shuffle_i64x2(narrow_permute<W>(z[0], pick[j], z[1]), narrow_permute<W>(z[B - 2], pick[j], z[B - 1]), 0x44);
+                    }
+                    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + (m * side.d + at[j] + i) * W), line);
+                }
+                t += L;
+                if (t >= n) t -= n, ++tile;
+            }
+            if (m + 1 == side.n) tile0 = tile, t0 = t;  // the next group's first line
+        }
+    }
+    gather_positions<W, B>(src, dst, at, n, step, side, w, last, total);
+}
+#endif
+
+// Rows a chain for chained_lines: a GATHER tile's rows that are whole lines (n * W a multiple of 64
+// bytes, read from one contiguous tile) and follow each other in dst in chains of c (DepthToSpace
+// depth_first NHWC: an output row's pixels j = 0, 1 of a block, then the next tile's); the next tile (the
+// loop just outside) going on where each chain stopped. 0 where not.
+inline int64_t chained_rows(const Step& st) {
+#if DM_HAVE_AVX512
+    const int64_t W = st.word, B = st.block, n = st.l0.n;
+    if (!kAvx512 || st.pattern != GATHER || !st.nouter || (W != 4 && W != 8 && W != 16) || B < 2 || B > 4 ||
+        n * W % kLine || n < 1 || st.l0.s != B || st.l0.d != 1)
+        return 0;
+    int64_t c = 1;
+    while (c < B && st.at[c] == st.at[c - 1] + n) ++c;
+    if (c < 2 || B % c || st.outer[st.nouter - 1].d != c * n) return 0;
+    for (int j = 1; j < B; ++j)
+        if (j % c ? st.at[j] != st.at[j - 1] + n : (st.at[j] - st.at[0]) * W % kLine) return 0;
+    return c;
+#else
+    (void)st;
+    return 0;
+#endif
+}
+
+#if DM_HAVE_AVX512
+// A streamed run of GATHER tiles whose rows come in chains (chained_rows: c rows a chain, each row k
+// whole lines of positions) straight from registers, at any offset within a line: each tile's lines are
+// made as in gather_lines, and each line of dst is the end of the vector before it in its row or chain
+// and the start of its own (one permute), stored a whole line at a time around the cache. Only the two
+// partial lines at each chain's ends are stored plainly (masked). `run` tiles, src `s_step` and dst
+// `d_step` words apart. Before, into NumPy's out= (16 bytes into a line), each tile's row left two
+// partial lines, and such programs were stored plainly: DepthToSpace depth_first NHWC float32, 2 x 2
+// blocks, in turns, 16 output channels (64 MiB) 1.12x the copy floor -> 0.67x.
+template <int W, int B>
+__attribute__((target("avx512f"))) DM_NOINLINE void chained_lines(const char* src, char* dst, const int64_t* at, int64_t c,
+                                                                  int64_t k, int64_t run, int64_t s_step, int64_t d_step) {
+    constexpr int H = W / 4;  // 32-bit lanes a word
+    __m512i pick[B], then[B];
+    load_line_permutes<H, B>(pick, then);
+    const Shifted sh = shifted(dst + at[0] * W);  // (every chain at the same offset into a line)
+    __m512i prev[B], first[B];  // each row's last vector so far; its first (stored once the row before ends)
+    for (int64_t m = 0; m < run; ++m) {
+        for (int64_t l = 0; l < k; ++l) {
+            const char* in = src + m * s_step * W + l * B * kLine;
+            __m512i z[B];
+            for (int v = 0; v < B; ++v) {
+                _mm_prefetch(in + 64 * v + kLinesAhead, _MM_HINT_T0);
+                z[v] = _mm512_loadu_si512(in + 64 * v);
+            }
+            for (int j = 0; j < B; ++j) {
+                const __m512i line = line_of<B>(z, pick, then, j);
+                char* o = dst + (m * d_step + at[j]) * W + l * kLine - sh.p;  // the line this vector starts in
+                if (l) {
+                    shifted_line(o, sh, prev[j], line);
+                } else if (j % c) {
+                    first[j] = line;  // (the row before in its chain is not yet made)
+                } else if (m) {
+                    shifted_line(o, sh, prev[j + c - 1], line);
+                } else {
+                    shifted_first(o, sh, line);
+                }
+                prev[j] = line;
+            }
+        }
+        for (int j = 1; j < B; ++j)
+            if (j % c) shifted_line(dst + (m * d_step + at[j]) * W - sh.p, sh, prev[j - 1], first[j]);
+    }
+    if (run > 0)  // each chain's last line
+        for (int j = c - 1; j < B; j += c) shifted_last(dst + ((run - 1) * d_step + at[j] + k * (kLine / W)) * W - sh.p, sh, prev[j]);
+}
+#endif
+
+// Whether a STRIDED step's tiles can be gathered a line at a time by the CPU's gather instruction
+// (strided_lines): 4- or 8-byte words, positions next to each other in dst and read at a stride, a
+// tile's rows next to each other and the next tile's after them (DepthToSpace depth_first NHWC with
+// blocks of 3 or more: a block row's pixels, each a pixel's channels read b * b words apart), rows of a
+// line or more by whole lines or a line of whole rows, a tile of whole lines.
+inline bool strided_fits(const Step& st) {
+#if DM_HAVE_AVX512
+    const int64_t W = st.word, n = st.l0.n, L = W ? kLine / W : 0;
+    if (!kAvx512 || st.pattern != STRIDED || !st.nouter || (W != 4 && W != 8) || st.l0.d != 1 || n < 1 ||
+        (n % L && L % n) || st.l1.d != n || st.l1.n * n % L || st.outer[st.nouter - 1].d != st.l1.n * n)
+        return false;
+    // a vector's lane offsets (in words) fit the instruction's 32-bit indices
+    return (L - 1) * (std::abs(st.l1.s) + std::abs(st.l0.s)) < (1ll << 28);
+#else
+    (void)st;
+    return false;
+#endif
+}
+
+#if DM_HAVE_AVX512
+// A run of STRIDED tiles (strided_fits) a line at a time: each line of the output gathered by one
+// gather instruction (lane k: row k / n, position k % n from the line's first word), stored plainly or,
+// streamed, shifted to dst's lines as in chained_lines (the run's output is one piece). Word by word, the
+// compiler's loop for DepthToSpace depth_first NHWC with 4 x 4 blocks took 2.2-3.0x the copy floor.
+template <int W, bool NT>
+__attribute__((target("avx512f"))) DM_NOINLINE void strided_lines(const char* src, char* dst, int64_t rows, int64_t s1, int64_t n,
+                                                                  int64_t s0, int64_t run, int64_t s_step) {
+    constexpr int L = kLine / W;  // words a line
+    const int64_t per = rows * n / L;  // lines a tile
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i idx;  // lane k's offset in words from the line's first word
+    if (n >= L) {
+        idx = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int32_t)s0));
+    } else {  // n divides L: a power of two
+        const __m512i row = _mm512_srl_epi32(iota, _mm_cvtsi32_si128(__builtin_ctzll(n)));
+        const __m512i pos = _mm512_and_si512(iota, _mm512_set1_epi32((int32_t)(n - 1)));
+        idx = _mm512_add_epi32(_mm512_mullo_epi32(row, _mm512_set1_epi32((int32_t)s1)),
+                               _mm512_mullo_epi32(pos, _mm512_set1_epi32((int32_t)s0)));
+    }
+    const Shifted sh = shifted(NT ? dst : nullptr);  // (plainly: on a line, unshifted)
+    __m512i prev = _mm512_setzero_si512();
+    char* o = dst - sh.p;
+    for (int64_t m = 0; m < run; ++m) {
+        const char* tile = src + m * s_step * W;
+        for (int64_t v = 0, j = 0, c = 0; v < per; ++v, o += kLine) {
+            const char* at = tile + (j * s1 + c * s0) * W;
+            __m512i vec;
+            if constexpr (W == 4) vec = _mm512_i32gather_epi32(idx, at, 4);
+            else vec = _mm512_i32gather_epi64(_mm512_castsi512_si256(idx), at, 8);
+            if (n >= L) {
+                if ((c += L) == n) c = 0, ++j;
+            } else {
+                j += L / n;
+            }
+            put_shifted<NT>(o, sh, prev, vec, !m && !v);
+            prev = vec;
+        }
+    }
+    if (NT && run > 0) shifted_last(o, sh, prev);
+}
+#endif
+
+// The input offsets of a dense block of output words (table_lines): a step whose tile (with one or two
+// loops outside it, or a tile's row alone: `outer`) fills `unit` output words, every one once, with the
+// loop outside that going on where the unit stopped. STRIDED tiles (SpaceToDepth depth_first NHWC: a
+// pixel's channels, block rows and columns; DepthToSpace depth_first NHWC, blocks of 3 with a few
+// channels); block tiles under 64 bytes a row of 3 rows, or of 3, 5, 6 or 7 positions (pixels of 3
+// channels, a 3 x 3 block's 3 pixels: the SIMD block bodies take 2 or 4 rows of powers of two), and
+// streamed gathers of such short rows of any size; copies of pixels of 1-3 channels. `at[r]` is word r's
+// input offset, over `units` units, `words` in all: whole lines.
+constexpr int kTableWords = 1024;
+struct Table {
+    int64_t words, unit, units, step;  // step: the input offset from one unit to the next
+    int outer;  // 0: a tile a unit, the loop outside going on; 1: the loop outside too, the next one going
+                // on; 2: the second loop outside too, the first going on (the input read row by row);
+                // 3: a tile's row a unit, each row of a run of tiles a piece of its own (rows far apart)
+    int32_t at[kTableWords];
+};
+
+// Whether a step's units make a table (see Table), filled when `tab` is given.
+inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
+#if DM_HAVE_AVX512
+    const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
+    const bool block = st.pattern == GATHER || st.pattern == SCATTER;
+    if (!kAvx512 || (W != 4 && W != 8) || n < 1 || R < 1 || R > 4096) return false;
+    // (blocks of 2 or 4 rows of 1, 2, 4 or 8 positions keep scatter_run's pixels, and the SIMD block bodies
+    // where stored plainly: streamed, SpaceToDepth depth_first NHWC 4 x 4 with 4 channels, 64 MiB, 1.55x ->
+    // 0.85x the copy floor by the table, but plainly, 8 MiB, 0.67x -> 1.07x; rows of whole 16-byte groups,
+    // the copies)
+    if (st.pattern == CONTIGUOUS) {
+        if (st.l0.s != 1 || st.l0.d != 1 || n * W >= kLine || n * W % 16 == 0) return false;
+    } else if (block ? (n * W >= kLine || (st.block != 3 && (n & (n - 1)) == 0 && (st.pattern == SCATTER || !streamed)) || st.block != R)
+                     : (st.pattern != STRIDED || strided_fits(st))) {
+        return false;
+    }
+    const int64_t L = kLine / W;
+    Table local;
+    Table* t = tab ? tab : &local;
+    for (int outer = 0; outer < 4; ++outer) {
+        if (st.nouter < 1 + (outer == 1 || outer == 2)) return false;
+        if (outer == 3 && (block || R < 2)) break;  // (the rows' offsets: l1's)
+        const Loop around = outer == 1 || outer == 2 ? st.outer[st.nouter - (outer == 1 ? 1 : 2)] : Loop{1, 0, 0};
+        const Loop on = st.outer[st.nouter - (outer == 1 ? 2 : 1)];  // the loop the units go on in
+        const int64_t rows = outer == 3 ? 1 : R;
+        const int64_t unit = around.n * rows * n;
+        if (unit > kTableWords || on.d != unit || on.n < 2) continue;
+        const int64_t units = L / std::gcd(unit, L), words = units * unit;
+        if (words > kTableWords) continue;
+        // each word's input offset, by its output offset; dense: every output offset of the unit once
+        std::fill(t->at, t->at + unit, INT32_MIN);
+        int64_t filled = 0;
+        bool dense = true;
+        for (int64_t k = 0; k < around.n && dense; ++k)
+            for (int64_t j = 0; j < rows && dense; ++j) {
+                const int64_t row_in = st.pattern == GATHER ? j : st.pattern == SCATTER ? st.at[j] : j * st.l1.s;
+                const int64_t row_out = st.pattern == GATHER ? st.at[j] : st.pattern == SCATTER ? j : j * st.l1.d;
+                for (int64_t i = 0; i < n; ++i) {
+                    const int64_t out = k * around.d + row_out + i * st.l0.d, in = k * around.s + row_in + i * st.l0.s;
+                    if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28)) {
+                        dense = false;
+                        break;
+                    }
+                    t->at[out] = (int32_t)in;
+                    ++filled;
+                }
+            }
+        if (!dense || filled != unit) continue;
+        for (int64_t u = 1; u < units; ++u)
+            for (int64_t r = 0; r < unit; ++r) t->at[u * unit + r] = (int32_t)(t->at[r] + u * on.s);
+        t->words = words, t->unit = unit, t->units = units, t->step = on.s, t->outer = outer;
+        return true;
+    }
+#else
+    (void)st, (void)tab;
+#endif
+    return false;
+}
+
+#if DM_HAVE_AVX512
+// `count` units of a Table from src into dst, whose words follow each other: a line at a time by the
+// gather instruction (lane offsets from the table), stored plainly or streamed as strided_lines does; the
+// words after the last whole line one at a time, plainly. Word by word, SpaceToDepth depth_first NHWC
+// with 3 x 3 and 4 x 4 blocks took 1.5-2.6x the copy floor.
+template <int W, bool NT>
+__attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src, char* dst, const Table& tab, int64_t count) {
+    constexpr int L = kLine / W;
+    const int64_t total = count * tab.unit, whole = total / L * L;
+    const Shifted sh = shifted(NT ? dst : nullptr);  // (plainly: on a line, unshifted)
+    const int64_t period = tab.units * tab.step;  // input words from one table's worth to the next
+    __m512i prev = _mm512_setzero_si512();
+    char* o = dst - sh.p;
+    const char* base = src;
+    for (int64_t u = 0, r = 0; u < whole; u += L, o += kLine) {
+        __m512i vec;
+        if constexpr (W == 4) vec = _mm512_i32gather_epi32(_mm512_loadu_si512(tab.at + r), base, 4);
+        else vec = _mm512_i32gather_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.at + r)), base, 8);
+        if ((r += L) == tab.words) r = 0, base += period * W;
+        put_shifted<NT>(o, sh, prev, vec, !u);
+        prev = vec;
+    }
+    if (NT && whole) shifted_last(o, sh, prev);
+    for (int64_t u = whole; u < total; ++u) {
+        const int64_t r = u % tab.words;
+        std::memcpy(dst + u * W, src + ((u / tab.words) * period + tab.at[r]) * W, W);
+    }
+}
+#endif
+
+// `count` units of a table (table_lines) from src + a into dst + b.
+template <typename T, bool NT>
+inline void table_run(const T* src, T* dst, int64_t a, int64_t b, const Table& tab, int64_t count) {
+#if DM_HAVE_AVX512
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 8)
+        table_lines<sizeof(T), NT>(reinterpret_cast<const char*>(src + a), reinterpret_cast<char*>(dst + b), tab, count);
+#endif
+    (void)src, (void)dst, (void)a, (void)b, (void)tab, (void)count;
+}
+
+// A run of STRIDED tiles a line at a time (strided_lines): whether it took them.
+template <typename T, bool NT>
+inline bool strided_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
+#if DM_HAVE_AVX512
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+        char* to = reinterpret_cast<char*>(dst + b);
+        if (NT && reinterpret_cast<uintptr_t>(to) % 4) return false;
+        strided_lines<sizeof(T), NT>(reinterpret_cast<const char*>(src + a), to, st.l1.n, st.l1.s, st.l0.n, st.l0.s, run, inner.s);
+        return true;
+    }
+#endif
+    (void)src, (void)dst, (void)a, (void)b, (void)run, (void)inner, (void)st;
+    return false;
+}
+
+// A streamed run of chained gather tiles (chained_rows) from registers: whether it took them.
+template <typename T, int B>
+inline bool gathers_chains(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
+#if DM_HAVE_AVX512
+    if constexpr (sizeof(T) >= 4 && sizeof(T) <= 16 && B >= 2)
+        if (const int64_t c = chained_rows(st)) {
+            const char* from = reinterpret_cast<const char*>(src + a);
+            char* to = reinterpret_cast<char*>(dst + b);
+            if (reinterpret_cast<uintptr_t>(to + st.at[0] * sizeof(T)) % 4) return false;
+            chained_lines<sizeof(T), B>(from, to, st.at, c, st.l0.n * (int64_t)sizeof(T) / kLine, run, inner.s, inner.d);
+            return true;
+        }
+#endif
+    (void)src, (void)dst, (void)a, (void)b, (void)run, (void)inner, (void)st;
+    return false;
+}
+
+// A streamed gather (or gather window) a whole line at a time from registers, where the CPU and the rows
+// allow it (lines_fit): whether it took the tiles.
+template <typename T, int B>
+inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, int64_t runs,
+                          int64_t step, const Loop& side, const Step* window) {
+#if DM_HAVE_AVX512
+    if constexpr (sizeof(T) <= 16)
+        if (lines_fit(sizeof(T), B, rows.at, n, side)) {
+            const char* from = reinterpret_cast<const char*>(src + a);
+            char* to = reinterpret_cast<char*>(dst + b);
+            const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};
+            if constexpr (sizeof(T) >= 4) gather_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
+            else gather_narrow_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
+            return true;
+        }
+#endif
+    (void)src, (void)dst, (void)a, (void)b, (void)rows, (void)n, (void)runs, (void)step, (void)side, (void)window;
+    return false;
+}
+
+// GATHER<B> over n positions: straight into dst, or through an L1 buffer streamed out. Streamed, it
+// takes `runs` tiles at once whose rows go on in dst where the last one stopped (the loop around the
+// tile steps dst by n and src by `step`): they fill the buffer together, so each output row is streamed
+// as one run of lines, partial only at the run's two ends, which store plainly (put_lines: 5-D SpaceToDepth
+// depth_first with block 3 into NumPy's own out=, 1.06-1.10x -> 1.00-1.02x). Tile by tile, a row not starting on a line
+// (NumPy's own arrays start 16 bytes into one) left a partial line at every tile's ends, completed only
+// after the other rows' stores: SpaceToDepth into such an out= ran 1.4-2x slower than into one on a line.
+// `side`: a loop between the tile and the one its rows go on in (SpaceToDepth NCHW: the block's row
+// offset, its input rows next to each other), its side.n * B rows buffered side by side.
+// While a chunk streams out, the next chunk's input is prefetched: the buffer fills from memory and
+// empties into it by turns, and without the prefetch the reads stopped while the stores ran.
+// `window`: the tiles are a gather window's (SpaceToBatch NCHW with pads), their padding written too.
+// Where the CPU has AVX-512 and the rows share their offset in a line (lines_fit), a streamed gather goes
+// a whole line at a time from registers instead (gather_lines, gather_narrow_lines), windows included.
+template <typename T, int B, bool NT>
+inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, char* scratch,
+                   int64_t runs = 1, int64_t step = 0, Loop side = Loop{1, 0, 0}, const Step* window = nullptr) {
+    if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);  // (windows come here streamed only)
+    if (gathers_lines<T, B>(src, dst, a, b, rows, n, runs, step, side, window)) return;
+    // A chunk of K positions a row, side.n * B rows: the buffer of B rows of kGatherChunkBytes shared among them
+    T* buf = reinterpret_cast<T*>(scratch);
+    const int64_t K = kGatherChunkBytes / side.n / kLine * kLine / (int64_t)sizeof(T);  // whole lines
+    const Rows<B> packed(K);
+    const int64_t total = n * runs;
+    int64_t next = first_chunk(dst + b + rows.at[0], sizeof(T), 1, K, total);
+    for (int64_t i0 = 0, k; i0 < total; i0 += k, next = K) {
+        k = std::min(next, total - i0);
+        for (int64_t p = i0, c; p < i0 + k; p += c) {  // the tiles' pieces in this chunk
+            const int64_t tile = p / n, at = p - tile * n;
+            c = std::min(n - at, i0 + k - p);
+            for (int64_t m = 0; m < side.n; ++m) {
+                const int64_t from = a + tile * step + m * side.s;
+                if (window)
+                    gather_window_part<T, B>(src, buf + m * B * K, from, p - i0 - at, K, 1, B, at, at + c, window->first,
+                                             window->last, window->lo, window->hi);
+                else
+                    gather_rows<T, B>(src, buf + m * B * K, from + at * B, p - i0, packed, c);
+            }
+        }
+        Ahead ahead;  // the next chunk's input, asked for a share at a time between this chunk's stores
+        for (int64_t p = i0 + k, c; p < std::min(total, i0 + k + K); p += c) {
+            const int64_t tile = p / n, at = p - tile * n;
+            c = std::min(n - at, i0 + k + K - p);
+            for (int64_t m = 0; m < side.n; ++m) ahead.add(src + a + tile * step + m * side.s + at * B, c * B * (int64_t)sizeof(T));
+        }
+        const int64_t share = (ahead.lines + side.n * B - 1) / (side.n * B);
+        for (int64_t m = 0; m < side.n; ++m)
+            for (int j = 0; j < B; ++j) {
+                put_lines(reinterpret_cast<char*>(dst + b + m * side.d + rows.at[j] + i0),
+                          reinterpret_cast<const char*>(buf + (m * B + j) * K), k * sizeof(T));
+                ahead.ask(share);
+            }
+    }
+}
+
+#if DM_HAVE_STREAM
+// out[k * B + j] <- in[j][k], k < 16 / W: the B rows' 16 bytes from `in`, interleaved in registers and
+// stored at o (streamed when NT), for B = 2 or 4 rows of W = 4 or 8 bytes.
+template <int W, int B, bool NT>
+inline void interleave16(const char* const in[B], int64_t at, __m128i* o) {
+    __m128i r[B];
+    for (int j = 0; j < B; ++j) r[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in[j] + at));
+    auto put = [](__m128i* p, __m128i v) {
+        if (NT) {
+            _mm_stream_si128(p, v);
+        } else {
+            _mm_storeu_si128(p, v);
+        }
+    };
+    if constexpr (B == 2) {
+        put(o, unpack_lo<W>(r[0], r[1]));
+        put(o + 1, unpack_hi<W>(r[0], r[1]));
+    } else if constexpr (W == 4) {
+        __m128 f[4];
+        for (int k = 0; k < 4; ++k) f[k] = _mm_castsi128_ps(r[k]);
+        _MM_TRANSPOSE4_PS(f[0], f[1], f[2], f[3]);
+        for (int k = 0; k < 4; ++k) put(o + k, _mm_castps_si128(f[k]));
+    } else {  // two positions of four 8-byte rows: (r0 r1) (r2 r3) of each
+        put(o, _mm_unpacklo_epi64(r[0], r[1]));
+        put(o + 1, _mm_unpacklo_epi64(r[2], r[3]));
+        put(o + 2, _mm_unpackhi_epi64(r[0], r[1]));
+        put(o + 3, _mm_unpackhi_epi64(r[2], r[3]));
+    }
+}
+#endif
+
+// Positions [t0, t1) of a streamed SCATTER<B> row of W-byte words (4 or 8), out[t] = in[t % B][t / B],
+// straight from registers: the rows interleaved by unpacks and streamed 16 bytes at a time (blocks of 2,
+// where the CPU has AVX-512F, two whole lines at a time: scatter2_lines), the few positions before the
+// first block on 16 bytes and after the last as one-word streaming stores. False
+// (nothing written) where no block starts on 16 bytes, or for B = 3.
+// Through the L1 buffer (put_bytes) the row was stored twice, and the row's loads stopped while the
+// buffer streamed out: BatchToSpace with crops, 512 MiB into np.empty, 1.30x the copy floor; straight
+// from registers 1.09-1.13x (same process, 9 rounds).
+// With a Carry, the partial lines at the row's ends join the thread's tiles before and after it: the
+// line it starts in goes out whole where the carry holds the rest of it, and the line it ends in is held.
+#if DM_HAVE_AVX512
+// Blocks [i, ...) of a streamed SCATTER<2> row of W-byte words (4 or 8), `out + i * 2 * W` on a line, two
+// lines at a time while whole ones are left before block `end`: 64 bytes of each input row interleaved by
+// two permutes and streamed as two 64-byte stores. Returns the first block not written. Against 16-byte
+// unpacks and stores (2-core Intel Xeon, same process, in turns): DepthToSpace float32 128 MiB 0.80x ->
+// 0.69x the copy floor, 512 MiB 1.23-1.29x -> 1.01-1.12x; float64 256 MiB 1.22x -> 0.97x; BatchToSpace
+// with crops 512 MiB 1.25x -> 1.10x, 1 GiB 1.10x -> 1.03x.
+template <int W>
+__attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter2_lines(const char* const in[2], char* out, int64_t i, int64_t end) {
+    constexpr int64_t P = 64 / W;  // blocks of two lines
+    const __m512i lo = W == 4 ? _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0) : _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+    const __m512i hi = W == 4 ? _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8) : _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    for (; i + P <= end; i += P) {
+        const __m512i x = _mm512_loadu_si512(in[0] + i * W), y = _mm512_loadu_si512(in[1] + i * W);
+        __m512i* o = reinterpret_cast<__m512i*>(out + i * 2 * W);
+        if constexpr (W == 4) {
+            _mm512_stream_si512(o, _mm512_permutex2var_epi32(x, lo, y));
+            _mm512_stream_si512(o + 1, _mm512_permutex2var_epi32(x, hi, y));
+        } else {
+            _mm512_stream_si512(o, _mm512_permutex2var_epi64(x, lo, y));
+            _mm512_stream_si512(o + 1, _mm512_permutex2var_epi64(x, hi, y));
+        }
+    }
+    return i;
+}
+#endif
+
+#if DM_HAVE_STREAM
+template <int W, int B, bool NT>
+inline void scatter_span(const char* const in[B], char* out, int64_t t0, int64_t t1) {
+    constexpr int64_t P = 16 / W;  // positions in a 16-byte load
+    auto one = [&](int64_t t) {
+        const char* from = in[t % B] + t / B * W;
+        if (!NT) {
+            std::memcpy(out + t * W, from, W);
+        } else if (W == 4) {
+            stream4(out + t * W, from);
+        } else {
+            long long v;
+            std::memcpy(&v, from, 8);
+            _mm_stream_si64(reinterpret_cast<long long*>(out + t * W), v);
+        }
+    };
+    // the first block at or after t0 that starts on 16 bytes; the body ends on a whole load
+    int64_t body = (t0 + B - 1) / B;
+    if ((reinterpret_cast<uintptr_t>(out) + body * B * W) % 16) ++body;  // (8-byte blocks from 8 bytes: the next one)
+    const int64_t blocks = t1 / B;  // whole blocks end here
+    for (int64_t t = t0; t < std::min(t1, body * B); ++t) one(t);
+    int64_t i = body;
+#if DM_HAVE_AVX512
+    if constexpr (NT && B == 2) {
+        if (kAvx512 && i + 3 * 64 / W <= blocks) {  // to a line (16-byte steps), then two lines a step
+            if ((reinterpret_cast<uintptr_t>(out) + i * B * W) % 32) {  // 16 bytes, a word at a time
+                for (int64_t t = i * B; t < (i + 16 / (B * W)) * B; ++t) one(t);
+                i += 16 / (B * W);
+            }
+            if ((reinterpret_cast<uintptr_t>(out) + i * B * W) % 64) {
+                interleave16<W, B, NT>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
+                i += P;
+            }
+            i = scatter2_lines<W>(in, out, i, blocks);
+        }
+    }
+#endif
+    for (; i + P <= blocks; i += P) interleave16<W, B, NT>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
+    for (int64_t t = std::max(t0, i * B); t < t1; ++t) one(t);
+}
+#endif
+
+template <int W, int B>
+inline bool scatter_direct(const char* const in[B], char* out, int64_t t0, int64_t t1, Carry* carry) {
+#if DM_HAVE_STREAM
+    if constexpr ((W == 4 || W == 8) && (B == 2 || B == 4)) {
+        const uintptr_t at = reinterpret_cast<uintptr_t>(out);
+        if (at % (W * B == 8 ? 8 : 16) || t0 >= t1) return false;  // some block on 16 bytes
+        // [h, e): the positions on lines of this row's own; the ones before and after share a line
+        int64_t h = t0, e = t1;
+        const uintptr_t first = (at + t0 * W) & ~uintptr_t(kLine - 1), last = (at + t1 * W) & ~uintptr_t(kLine - 1);
+        // `out` for positions that go to the carry's buffer, whose bytes stand for the line at `line`
+        auto in_carry = [&](uintptr_t line) { return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(carry->buf) + at - line); };
+        if (carry && first != last) {
+            const int64_t lead = at + t0 * W - first, tail = at + t1 * W - last;  // bytes
+            if (lead) {  // the line the row starts in: with the rest the carry holds, or streamed as it is
+                h = t0 + (kLine - lead) / W;
+                if (carry->goes_on(out + t0 * W)) {
+                    scatter_span<W, B, false>(in, in_carry(first), t0, h);
+                    carry->stream_whole();
+                } else {
+                    scatter_span<W, B, true>(in, out, t0, h);
+                }
+            }
+            if (tail) {  // the line the row ends in, held
+                e = t1 - tail / W;
+                carry->start(reinterpret_cast<char*>(last), tail);
+                scatter_span<W, B, false>(in, in_carry(last), e, t1);
+            }
+        }
+        scatter_span<W, B, true>(in, out, h, e);
+        return true;
+    }
+#endif
+    (void)in, (void)out, (void)t0, (void)t1, (void)carry;
+    return false;
+}
+
+template <typename T, int B, bool NT>
+inline void scatter(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, char* scratch, Carry* carry) {
+    if (transpose4<T, B, NT>(src, dst, a, b, rows, n)) return;
+    if (!NT) return scatter_rows<T, B>(src, dst, a, b, rows, n);
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+        const char* in[B];
+        for (int j = 0; j < B; ++j) in[j] = reinterpret_cast<const char*>(src + a + rows.at[j]);
+        // (no carry: nothing comes between one row's last stores and the next row's first, and the CPU
+        // joins the line they share; DepthToSpace 512 MiB into np.empty, 1.23x the copy floor without
+        // the carry, 1.38x with it)
+        if (scatter_direct<sizeof(T), B>(in, reinterpret_cast<char*>(dst + b), 0, n * B, nullptr)) return;
+    }
+    constexpr int64_t K = kChunkBytes / sizeof(T);
+    T* buf = reinterpret_cast<T*>(scratch);  // B * K
+    int64_t next = first_chunk(dst + b, sizeof(T), B, K, n);
+    for (int64_t i0 = 0, k; i0 < n; i0 += k, next = K) {
+        k = std::min(next, n - i0);
+        scatter_rows<T, B>(src, buf, a + i0, 0, rows, k);
+        put_joined(reinterpret_cast<char*>(dst + b + i0 * B), reinterpret_cast<const char*>(buf), k * B * sizeof(T), carry);
+    }
+}
+
+// Windows: loop 1 the block offset j (size words), loop 0 the block index i; t = i * size + j.
+// Blocks [first, last) lie wholly inside lo <= t < hi; only the others test t.
+inline void inside_blocks(int64_t size, int64_t n0, int64_t lo, int64_t hi, int64_t* first, int64_t* last) {
+    *first = std::min(n0, (lo + size - 1) / size);
+    *last = std::max(*first, std::min(n0, hi / size));
+}
+
+
+// Streamed, each output row is assembled chunk by chunk in L1, edges and inside blocks together, and
+// streamed out whole: no line gets both plain and streaming stores (edges written in place beside
+// streamed inside blocks made S2B with pads 1.1x -> 5.1x the copy floor).
+template <typename T, int B, bool NT>
+inline void gather_window(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
+    const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, d1 = st.l1.d, d0 = st.l0.d, lo = st.lo, hi = st.hi;
+    const int64_t first = st.first, last = st.last;
+    if (!NT || !B || d0 != 1) return gather_window_part<T, B>(src, dst, a, b, d1, d0, size, 0, n0, first, last, lo, hi);
+    if constexpr (B >= 2)  // a whole line a store, padding and all
+        if (gathers_lines<T, B>(src, dst, a, b, Rows<B>(d1), n0, 1, 0, Loop{1, 0, 0}, &st)) return;
+    constexpr int64_t K = kChunkBytes / sizeof(T);
+    T* buf = reinterpret_cast<T*>(st.scratch);  // (B ? B : 1) * K
+    int64_t next = first_chunk(dst + b, sizeof(T), 1, K, n0);
+    for (int64_t i0 = 0, k; i0 < n0; i0 += k, next = K) {
+        k = std::min(next, n0 - i0);
+        gather_window_part<T, B>(src, buf, a, -i0, K, 1, size, i0, i0 + k, first, last, lo, hi);
+        for (int64_t j = 0; j < size; ++j)
+            put_bytes<true>(reinterpret_cast<char*>(dst + b + j * d1 + i0), reinterpret_cast<const char*>(buf + j * K), k * sizeof(T));
+    }
+}
+
+
+}  // namespace dm

@@ -1,0 +1,263 @@
+// A program read into steps (parse), and whether its stores stream (streams, from the kernels' own
+// tests of what they can store whole).
+
+#include "core.hpp"
+#include "rows.hpp"
+
+namespace dm {
+
+
+// How many output streams a step writes before its pieces go on where they stopped: a loop that
+// continues the pieces (its dst stride is a piece) and the loops inside it, the tile's rows included.
+// 0 when no loop continues them (each piece's partial lines wait for another step, or never join).
+inline int64_t streams_until_joined(const Step& st, int64_t* run = nullptr) {
+    int64_t piece, ways = 1;
+    if (run) *run = 0;
+    switch (st.pattern) {
+        case CONTIGUOUS:
+        case FILL:
+        case GATHER:
+        case GATHER_WINDOW: {
+            // rows next to each other (in groups of lo for two-level block tiles) write one piece
+            const int64_t group = st.pattern == GATHER && st.lo ? st.lo : st.l1.n;
+            const bool adjacent = st.l1.n == 1 || st.l1.d == st.l0.n;
+            piece = adjacent ? st.l0.n * group : st.l0.n;
+            ways = adjacent ? st.l1.n / group : st.l1.n;
+            if (st.pattern == CONTIGUOUS && adjacent) {
+                if (run) *run = piece;
+                return 1;
+            }
+            break;
+        }
+        case SCATTER: piece = st.l0.n * st.block; break;
+        case SCATTER_WINDOW: piece = st.hi - st.lo; break;  // the positions kept: the output row
+        default: return 0;
+    }
+    for (int k = st.nouter - 1; k >= 0; --k) {
+        if (st.outer[k].d == piece) {
+            if (run) *run = piece * st.outer[k].n;
+            return ways;
+        }
+        ways *= st.outer[k].n;
+    }
+    return 0;
+}
+
+// The pieces a step writes into dst: `piece` words from word `start`, then every outer loop's and (for
+// `rows`) the tile's rows' dst strides apart. False for steps whose stores are scattered (never streamed).
+struct Pieces {
+    int64_t piece, start;
+    bool rows;  // the tile's rows lie l1.d apart (two block loops: hi apart too)
+};
+
+inline bool pieces_of(const Step& st, Pieces* out) {
+    Pieces p{st.l0.n, st.dst0, true};
+    switch (st.pattern) {
+        case CONTIGUOUS: case GATHER: break;
+        case FILL: if (st.l0.d != 1) return false; break;
+        case SCATTER: p.piece = st.l0.n * st.block, p.rows = false; break;
+        case GATHER_WINDOW: if (!st.block || st.l0.d != 1) return false; break;
+        case SCATTER_WINDOW:
+            if (!st.block || st.l0.s != 1) return false;
+            p.piece = st.hi - st.lo, p.start += st.lo, p.rows = false;
+            break;
+        default: return false;
+    }
+    *out = p;
+    return true;
+}
+
+// Whether every dst stride between a step's pieces is a multiple of `bytes`: then every piece starts at
+// the same place in a `bytes`-long unit as the first.
+inline bool strides_divide(const Step& st, const Pieces& p, int64_t bytes) {
+    const int64_t w = st.word;
+    bool ok = !p.rows || st.l1.n == 1 || st.l1.d * w % bytes == 0;
+    for (int k = 0; k < st.nouter; ++k) ok = ok && (st.outer[k].n == 1 || st.outer[k].d * w % bytes == 0);
+    if (st.pattern == GATHER && st.lo) ok = ok && st.hi * w % bytes == 0;
+    return ok;
+}
+
+// Whether every piece a step writes streams whole: starts 4-byte aligned and 4-byte multiples, which
+// put_bytes streams without a plain store (its head and tail as 4-byte streaming stores), and at
+// least a line long, or rows copied whole that the same thread soon goes on from. Scattered stores
+// never stream.
+inline bool streams_whole(const Step& st, const char* dst) {
+    const int64_t w = st.word;
+    // least in bytes: from a line, streaming pays (uint8 S2D with 128-byte rows: 6.4 ms plain, 4.9 ms
+    // streamed for 128 MiB), below it a tile's pieces are a pixel's few channels
+    const int64_t least = 64;
+    const bool tabled = table_of(st, nullptr);  // (table_lines, strided_lines: a run's output is one piece)
+    if (st.pattern == STRIDED || tabled) return (tabled || strided_fits(st)) && reinterpret_cast<uintptr_t>(dst + st.dst0 * w) % 4 == 0;
+    Pieces p;
+    if (!pieces_of(st, &p)) return false;
+    if (p.piece * w < least) {  // short rows stream when the same thread soon writes on where they stop
+        // (rows copied whole, and 4-byte pixels that scatter_run transposes in registers and streams 16
+        // bytes at a time, on 16 bytes; other block tiles' short pieces cost more in the L1 buffer than
+        // streaming saves: D2S depth_first NHWC with 16 channels, 32-byte pieces through it, 1.4x plain,
+        // 3.0x streamed; in registers, 0.7x streamed)
+        const bool on16 = reinterpret_cast<uintptr_t>(dst + p.start * w) % 16 == 0 && strides_divide(st, p, 16);
+        if (st.pattern != CONTIGUOUS && !(small_scatter(st) && on16)) return false;
+        int64_t run = 0;
+        const int64_t ways = streams_until_joined(st, &run);
+        if (ways < 1 || ways > kJoinedStreams || run * w < least) return false;
+    }
+    // A gather tile's rows that do not start on a line leave a partial line at both ends of every piece,
+    // completed only after the tile's other rows are written: streamed, SpaceToDepth into NumPy's own
+    // out= (16 bytes into a line) took 1.1-1.6x the copy floor, stored plainly 0.87-0.93x (on a line,
+    // streamed, 0.70x). Runs of tiles whose rows go on from each other stream as one (see gather).
+    if (st.pattern == GATHER && !gathers_runs(st) && !(chained_rows(st) && reinterpret_cast<uintptr_t>(dst + p.start * w) % 4 == 0) &&
+        (reinterpret_cast<uintptr_t>(dst + p.start * w) % kLine != 0 || !strides_divide(st, p, kLine)))
+        return false;
+    if (st.pattern == GATHER) return true;  // put_lines: the partial lines at a piece's ends are stored plainly
+    // Scatter rows of 4- or 8-byte words in blocks of 2 or 4, under 256 bytes and not all on 16 bytes,
+    // are stored plainly, a run of rows at a time (scatter_rows_run): streamed, each took a few 4-byte
+    // streaming stores at its ends and the tile-by-tile set-up. (Pixels of a few channels stream as
+    // above: scatter_run either way.) BatchToSpace with crops of 1 on small images, float32, 56-66 MiB
+    // into out=, streamed -> plain: 16 x 16 (120-byte rows) 1.63x -> 0.91x the copy floor, 24 x 24 (184
+    // bytes) 1.24x -> 0.93x, 32 x 32 (248 bytes) 0.96x -> 0.86x; 64 x 64 (504 bytes) stays streamed
+    // (0.73x; plain 0.90x), as do rows all on 16 bytes (float64 16 x 16, 240 bytes: 0.80x; plain 1.10x).
+    const bool run_loop = runs_plainly(st);  // (what the plain run loops take, and so store without the set-up)
+    if (run_loop && (st.pattern == SCATTER_WINDOW || st.pattern == SCATTER) && p.piece * w < 256 &&
+        (reinterpret_cast<uintptr_t>(dst + p.start * w) % 16 != 0 || !strides_divide(st, p, 16)))
+        return false;
+    // So are gather windows' rows under 256 bytes (gather_rows_run): SpaceToBatch with pads of 1 on 30 x 46
+    // images (96-byte rows in 4 planes a block row), 96 MiB, 2.00x and 2.44x streamed, 0.98x and 1.00x
+    // plain; 62 x 126 (256 bytes) streams, 0.93x (plain 0.87x). (Byte windows, as SpaceToBatch uint8 with
+    // a 4 x 4 block, stream as before: on a line, 0.87x streamed against 1.2x plain.)
+    if (run_loop && st.pattern == GATHER_WINDOW && p.piece * w < 256) return false;
+    return p.piece * w % 4 == 0 && reinterpret_cast<uintptr_t>(dst + p.start * w) % 4 == 0 && strides_divide(st, p, 4);
+}
+
+// The partial lines at the ends of a step's pieces that are not joined soon (by the same thread within
+// a few other streams): a streamed partial line whose rest comes much later leaves the write-combining
+// buffer half full and costs a partial write to memory. Exact when every piece starts at the same place
+// in a line; else two a piece.
+inline double lone_partial_lines(const Step& st, const char* dst) {
+    if (table_of(st, nullptr)) return 0;  // (table_lines: a run's output is one piece)
+    const int64_t joined = streams_until_joined(st);
+    Pieces p;
+    if ((joined >= 1 && joined <= kJoinedStreams) || !pieces_of(st, &p)) return 0;
+    if (gathers_runs(st)) return 0;  // (see gather)
+    int per_piece = 2;
+    if (strides_divide(st, p, kLine)) {
+        const uintptr_t at = reinterpret_cast<uintptr_t>(dst + p.start * st.word);
+        per_piece = (at % kLine != 0) + ((at + p.piece * st.word) % kLine != 0);
+    }
+    return (double)st.rows * (p.rows ? st.l1.n : 1) * per_piece;
+}
+
+// A program streams when every step's pieces stream whole and few of the lines it writes are partial
+// lines left alone. Many streams of short pieces off the line (SpaceToBatch uint8 with a 4 x 4 block
+// writes 16 streams of 64 bytes; 5-D SpaceToDepth depth_first with block 3, 9 streams of 64 bytes),
+// at NumPy's usual 16-byte offset into a line, were 2.3-2.5x the copy floor streamed, 1.1-1.2x plain;
+// their lines whole (the output on a line) 0.74-0.87x streamed.
+//
+// Steps whose pieces cannot stream whole (a pixel's few channels at the edges of pads, scattered
+// stores) are written with plain stores, and allowed when they are at most 1/32 of the lines: then
+// the lines written both ways are few. (Steps like that making up the bulk of a program cost more
+// streamed than plain: D2S depth_first with 16 channels, 16 MiB: 0.71 ms plain, 2.54 ms streamed;
+// TensorFlow's NHWC space_to_batch_nd with pads, 4 channels, 64 MiB: 2.9 ms plain, 5.4 streamed.)
+// Whether a step streams straight from registers, no L1 buffer in between: copies and fills, scatters of
+// 4- and 8-byte words in blocks of 2 or 4 (scatter_direct), gathers that gather_lines or
+// gather_narrow_lines take.
+inline bool from_registers(const Step& st) {
+    if (st.pattern == CONTIGUOUS || st.pattern == FILL || table_of(st, nullptr)) return true;  // (table_lines)
+    if (st.pattern == SCATTER || st.pattern == SCATTER_WINDOW) return (st.word == 4 || st.word == 8) && (st.block == 2 || st.block == 4);
+#if DM_HAVE_AVX512
+    // (gather windows go through gather too, their padding as zeros in the loads)
+    if (st.pattern == GATHER && chained_rows(st)) return true;  // (chained_lines)
+    if (st.pattern == STRIDED) return strided_fits(st);  // (strided_lines)
+    if (st.pattern == GATHER || runs_of_windows(st))
+        return lines_fit(st.word, st.block, st.pattern == GATHER ? st.at : Rows<4>(st.l1.d).at, st.l0.n,
+                         side_joined(st) ? st.outer[st.nouter - 1] : Loop{1, 0, 0});
+#endif
+    return false;
+}
+
+bool streams(Step* steps, int nsteps, const char* dst, bool registers) {
+    double lone = 0, rough = 0, lines = 0;
+    for (int s = 0; s < nsteps; ++s) steps[s].nt = false;
+    for (int s = 0; s < nsteps; ++s) {
+        Step& st = steps[s];
+        if (registers && st.rows && !from_registers(st)) return false;
+        if (!st.rows || !st.l1.n || !st.l0.n) continue;
+        const double step_lines = (double)st.rows * st.row_cost / kLine;
+        lines += step_lines;
+        st.nt = streams_whole(st, dst);
+        if (st.nt) {
+            lone += lone_partial_lines(st, dst);
+        } else {
+            rough += step_lines;
+        }
+    }
+    return lines > 0 && rough * 32 <= lines && lone * 2 <= lines;
+}
+
+RowsFn pick(const Step& st, bool stream) {
+    switch (st.word) {
+        case 1: return rows_for<uint8_t>(st.pattern, st.block, stream);
+        case 2: return rows_for<uint16_t>(st.pattern, st.block, stream);
+        case 4: return rows_for<uint32_t>(st.pattern, st.block, stream);
+        case 8: return rows_for<uint64_t>(st.pattern, st.block, stream);
+        case 16: return rows_for<W16>(st.pattern, st.block, stream);
+        default: return rows_for<W32>(st.pattern, st.block, stream);  // gather windows only (parse)
+    }
+}
+
+
+bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total) {
+    int64_t at = 1;
+    int64_t cost = 0;
+    for (int s = 0; s < nsteps; ++s) {
+        if (at + 8 > n) return false;
+        Step& st = steps[s];
+        st.pattern = (int)p[at];
+        st.word = (int)p[at + 1];
+        st.block = (int)p[at + 2];
+        st.lo = p[at + 3];
+        st.hi = p[at + 4];
+        st.src0 = p[at + 5];
+        st.dst0 = p[at + 6];
+        const int64_t nloops = p[at + 7];
+        at += 8;
+        if (st.pattern < 0 || st.pattern > SCATTER_WINDOW || nloops < 2 || nloops > kMaxLoops || at + 3 * nloops > n) return false;
+        if (st.word != 1 && st.word != 2 && st.word != 4 && st.word != 8 && st.word != 16 &&
+            !(st.word == 32 && st.pattern == GATHER_WINDOW))
+            return false;
+        if ((st.pattern == GATHER || st.pattern == SCATTER) &&
+            (st.block < 2 || st.block > 4 || st.lo < 0 || (st.lo && st.block % st.lo))) return false;
+        const Loop* loops = reinterpret_cast<const Loop*>(p + at);
+        at += 3 * nloops;
+        st.nouter = (int)nloops - 2;
+        st.outer = loops;
+        st.l1 = loops[nloops - 2];
+        st.l0 = loops[nloops - 1];
+        st.rows = 1;
+        for (int k = 0; k < st.nouter; ++k) {
+            if (loops[k].n < 0) return false;
+            st.rows *= loops[k].n;
+        }
+        if (st.l1.n < 0 || st.l0.n < 0) return false;
+        st.row_cost = std::max<int64_t>(1, st.l1.n * st.l0.n * st.word);
+        st.first = st.last = 0;
+        st.nt = false;
+        st.reads_on = false;
+        st.scratch = nullptr;
+        st.carry = nullptr;
+        for (int k = 0; k < st.nouter && st.pattern == SCATTER_WINDOW && st.l0.s == 1 && st.l0.n * st.word >= 1024; ++k)
+            st.reads_on |= loops[k].s == st.l0.n;
+        const bool tile = st.pattern == GATHER || st.pattern == SCATTER;  // the block tiles' row offsets
+        const Rows<4> rows(tile ? (st.pattern == GATHER ? st.l1.d : st.l1.s) : 0, tile ? st.lo : 0, st.hi);
+        std::copy(rows.at, rows.at + 4, st.at);
+        if (st.pattern == GATHER_WINDOW || st.pattern == SCATTER_WINDOW) {
+            const int64_t size = st.block ? st.block : st.l1.n;
+            if (size < 1) return false;
+            inside_blocks(size, st.l0.n, st.lo, st.hi, &st.first, &st.last);
+        }
+        cost += st.rows * st.row_cost;
+    }
+    *total = cost;
+    return at == n;
+}
+
+}  // namespace dm
