@@ -1023,6 +1023,46 @@ def test_strided_units_from_a_table(monkeypatch, stream, threads, op, dtype, blo
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("op, mode, block, shape, layout, dtype", [
+    ("depth_to_space", "depth_first", 2, (1031, 64, 2, 2), "nchw", np.float32),
+    ("depth_to_space", "blocks_first", 2, (4099, 16, 2, 2), "nchw", np.float32),
+    ("depth_to_space", "depth_first", 2, (181, 32, 7, 7), "nchw", np.float32),
+    ("depth_to_space", "depth_first", 3, (293, 36, 3, 3), "nchw", np.int32),
+    ("depth_to_space", "depth_first", 2, (1029, 16, 2, 2), "nhwc", np.float32),
+    ("depth_to_space", "blocks_first", 2, (523, 16, 2, 2), "nchw", np.float64),
+    ("space_to_depth", "depth_first", 2, (83, 64, 8, 8), "nchw", np.float32),
+    ("space_to_depth", "depth_first", 2, (571, 16, 4, 4), "nchw", np.float64),
+    ("space_to_depth", "depth_first", 3, (233, 32, 6, 6), "nchw", np.float32)])
+def test_units_of_small_images_from_a_table(monkeypatch, stream, threads, op, mode, block, shape, layout, dtype):
+    """Many small images (NCHW DepthToSpace of 2 x 2 to 7 x 7 pixels, SpaceToDepth of 4 x 4 to 8 x 8): two
+    loops or more outside tiles of a few words fill a dense unit of output (an image's channels), each
+    unit going on from the one before. Where the CPU has AVX-512F the units go a line at a time by the
+    gather instruction with a table of their offsets (Table outer 4); where a thread's rows start or end
+    inside a unit, that unit's rows are tiles. Bit for bit the spec's result and nothing outside it, at
+    every 4-byte offset into a line (8-byte for float64), inputs reversed along W or a channel apart
+    from image to image (units going on only within an image), rows cut among 3 threads anywhere."""
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0 if stream else 1 << 62)
+    item = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(shape[0] * threads + block)
+    spec, call = getattr(ref, op), getattr(dm, op)
+    full = random_array(shape, np.dtype(dtype), rng)
+    wider = random_array((shape[0], shape[1] + 1) + shape[2:], np.dtype(dtype), rng)  # images a channel apart
+    with _threads(threads):
+        for data in (full, full[..., ::-1], wider[:, 1:]):
+            if layout == "nhwc":
+                data = np.ascontiguousarray(np.moveaxis(data, 1, -1)).transpose(0, 3, 1, 2)
+            expected = spec(data, mode, block)
+            last = expected if layout == "nchw" else np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
+            for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
+                out = out if layout == "nchw" else out.transpose(0, 3, 1, 2)
+                call(data, mode, block, out=out, engine="native")
+                assert same_bits(out, expected), offset
+                assert not written_outside(), offset
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("op, args, channels, dtype", [
     ("space_to_batch", ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), 3, np.float32),
     ("space_to_batch", ([1, 1, 3, 3], [0, 0, 1, 2], [0, 0, 2, 1]), 3, np.float64),
@@ -1273,7 +1313,8 @@ def test_channels_last_pixels_of_a_few_channels(monkeypatch, stream):
     rng = np.random.default_rng(9)
     for op, channels, tiles in (("depth_to_space", 8, (2, 2)), ("depth_to_space", 16, (4, 2)),
                                 ("space_to_depth", 2, (4, 2)), ("space_to_depth", 4, (4, 4))):
-        data = random_array((2, 6, 10, channels), np.dtype(np.float32), rng).transpose(0, 3, 1, 2)
+        # (rows of 300 pixels: images too wide for a table of their units, test_units_of_small_images_from_a_table)
+        data = random_array((2, 6, 300, channels), np.dtype(np.float32), rng).transpose(0, 3, 1, 2)
         expected = getattr(ref, op)(np.ascontiguousarray(data), "depth_first", 2)
         n, c, h, w = expected.shape
         plan = getattr(plans, op)(data.shape, expected.shape, "depth_first", 2)

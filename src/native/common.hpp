@@ -139,6 +139,7 @@ struct Step {
     int64_t first, last;  // windows: the blocks wholly inside lo <= t < hi (set by parse: no division per tile)
     int64_t at[4];         // block tiles: the offsets of the B rows (set by parse: no division per tile)
     bool nt;               // in a streamed program: whether this step streams (set by streams)
+    bool no_table;         // run_rows: the rows of a part of a unit (table_of: no table)
     bool reads_on;         // scatter windows of rows from 1 KiB: a tile's input rows go on where a later tile reads
     char* scratch;         // streamed: this thread's chunk buffer, kScratchBytes on a page (set by run_rows)
     struct Carry* carry;   // streamed: this thread's held partial line (set by run_rows)

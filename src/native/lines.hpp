@@ -534,16 +534,58 @@ struct Table {
     int64_t words, unit, units, step;  // step: the input offset from one unit to the next
     int outer;  // 0: a tile a unit, the loop outside going on; 1: the loop outside too, the next one going
                 // on; 2: the second loop outside too, the first going on (the input read row by row);
-                // 3: a tile's row a unit, each row of a run of tiles a piece of its own (rows far apart)
+                // 3: a tile's row a unit, each row of a run of tiles a piece of its own (rows far apart);
+                // 4: the `around` loops outside too (2 or more), the next one going on (many small images)
+    int around;   // outer 4: the loops outside the tile in a unit
+    int64_t per;  // outer 4: the step's rows in a unit (the around loops' counts multiplied)
     int32_t at[kTableWords];
 };
 
-// Whether a step's units make a table (see Table), filled when `tab` is given.
-inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
+// Units of the `m` loops innermost of a step's outer loops and its tile (outer 4): whether they fill a dense
+// block of at most kTableWords output words, each unit going on from the one before in the loop outside
+// them; the words a run of them writes (that loop's count times the unit), 0 where they do not. t filled.
+inline int64_t units_around(const Step& st, int m, Table* t) {
+    const int64_t W = st.word, n = st.l0.n, R = st.l1.n, L = kLine / W;
+    if (m < 2 || st.nouter < m + 1) return 0;
+    const Loop* around = st.outer + st.nouter - m;
+    const Loop on = st.outer[st.nouter - m - 1];
+    int64_t per = 1;
+    for (int k = 0; k < m; ++k) per *= around[k].n;
+    const int64_t unit = per * R * n;
+    if (unit > kTableWords || unit < 1 || on.d != unit || on.n < 2) return 0;
+    const int64_t units = L / std::gcd(unit, L), words = units * unit;
+    if (words > kTableWords) return 0;
+    std::fill(t->at, t->at + unit, INT32_MIN);
+    int64_t index[kMaxLoops] = {0}, in0 = 0, out0 = 0;  // (the around loops' odometer)
+    for (int64_t row = 0; row < per; ++row) {
+        for (int64_t j = 0; j < R; ++j) {
+            const int64_t row_in = st.pattern == GATHER ? j : st.pattern == SCATTER ? st.at[j] : j * st.l1.s;
+            const int64_t row_out = st.pattern == GATHER ? st.at[j] : st.pattern == SCATTER ? j : j * st.l1.d;
+            for (int64_t i = 0; i < n; ++i) {
+                const int64_t out = out0 + row_out + i * st.l0.d, in = in0 + row_in + i * st.l0.s;
+                if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28))
+                    return 0;
+                t->at[out] = (int32_t)in;
+            }
+        }
+        for (int k = m - 1; k >= 0; --k) {
+            in0 += around[k].s, out0 += around[k].d;
+            if (++index[k] < around[k].n) break;
+            in0 -= around[k].n * around[k].s, out0 -= around[k].n * around[k].d, index[k] = 0;
+        }
+    }
+    // (every output offset written once: unit words, each in range and new)
+    for (int64_t u = 1; u < units; ++u)
+        for (int64_t r = 0; r < unit; ++r) t->at[u * unit + r] = (int32_t)(t->at[r] + u * on.s);
+    t->words = words, t->unit = unit, t->units = units, t->step = on.s, t->outer = 4, t->around = m, t->per = per;
+    return on.n * unit;
+}
+
+// The modes 0-3 of table_of: the words a run of units writes, 0 where the step has no such table.
+inline int64_t table_modes(const Step& st, Table* t, bool streamed) {
 #if DM_HAVE_AVX512
     const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
     const bool block = st.pattern == GATHER || st.pattern == SCATTER;
-    if (!kAvx512 || (W != 4 && W != 8) || n < 1 || R < 1 || R > 4096) return false;
     // (blocks of 2 or 4 rows of 1, 2, 4 or 8 positions keep scatter_run's pixels, and the SIMD block bodies
     // where stored plainly: streamed, SpaceToDepth depth_first NHWC 4 x 4 with 4 channels, 64 MiB, 1.55x ->
     // 0.85x the copy floor by the table, but plainly, 8 MiB, 0.67x -> 1.07x; rows of whole 16-byte groups,
@@ -555,8 +597,6 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
         return false;
     }
     const int64_t L = kLine / W;
-    Table local;
-    Table* t = tab ? tab : &local;
     for (int outer = 0; outer < 4; ++outer) {
         if (st.nouter < 1 + (outer == 1 || outer == 2)) return false;
         if (outer == 3 && (block || R < 2)) break;  // (the rows' offsets: l1's)
@@ -589,13 +629,46 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
         for (int64_t u = 1; u < units; ++u)
             for (int64_t r = 0; r < unit; ++r) t->at[u * unit + r] = (int32_t)(t->at[r] + u * on.s);
         t->words = words, t->unit = unit, t->units = units, t->step = on.s, t->outer = outer;
-        return true;
+        return on.n * unit;
     }
 #else
-    (void)st, (void)tab;
+    (void)st, (void)t, (void)streamed;
 #endif
-    return false;
+    return 0;
 }
+
+// Whether a step's units make a table (see Table), filled when `tab` is given.
+inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
+#if DM_HAVE_AVX512
+    const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
+    const bool block = st.pattern == GATHER || st.pattern == SCATTER;
+    if (!kAvx512 || (W != 4 && W != 8) || n < 1 || R < 1 || R > 4096 || st.no_table) return false;
+    Table local;
+    Table* t = tab ? tab : &local;
+    // Units of two loops or more around the tile (outer 4): taken where the tiles come in runs under 1 KiB
+    // (the loop around them short: small images) and the units' runs are 4 times the longest of the modes
+    // below, or those refuse the step. (NCHW DepthToSpace of 2 x 2 images, 12 MiB: tile by tile, 64 bytes
+    // each, 3.9x the copy floor; by the table 0.8x. Channels-last DepthToSpace of 64-pixel rows, 16
+    // channels, runs of 2 KiB: scatter_run's pixels 0.87-1.01x, the table 0.95-1.06x.)
+    int around = 0;
+    int64_t longest = 0;
+    const int64_t run = (st.nouter ? st.outer[st.nouter - 1].n : 1) * R * n * W;
+    const bool rows_fit = run < 1024 &&
+                          (st.pattern == CONTIGUOUS ? st.l0.s == 1 && st.l0.d == 1 && n * W < kLine
+                           : block ? n * W < kLine && st.block == R : st.pattern == STRIDED && !strided_fits(st));
+    for (int m = 2; rows_fit && m < st.nouter && m <= 6; ++m) {
+        const int64_t words = units_around(st, m, t);
+        if (words > longest) longest = words, around = m;
+    }
+    const int64_t shorter = table_modes(st, t, streamed);
+    if (around && longest >= 4 * shorter) return units_around(st, around, t) > 0;
+    return shorter > 0;
+#else
+    (void)st, (void)tab, (void)streamed;
+    return false;
+#endif
+}
+
 
 #if DM_HAVE_AVX512
 // `count` units of a Table from src into dst, whose words follow each other: a line at a time by the

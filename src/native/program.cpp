@@ -241,6 +241,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
         st.row_cost = std::max<int64_t>(1, st.l1.n * st.l0.n * st.word);
         st.first = st.last = 0;
         st.nt = false;
+        st.no_table = false;
         st.reads_on = false;
         st.scratch = nullptr;
         st.carry = nullptr;

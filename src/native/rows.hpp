@@ -483,6 +483,26 @@ inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     }
 }
 
+// Units [u0, u1) of a step's table of units around the tile (Table outer 4), a run along the loop they go
+// on in at a time.
+template <typename T, bool NT>
+inline void units_run(const Step& st, const Table& tab, const T* src, T* dst, int64_t u0, int64_t u1) {
+    const int outside = st.nouter - tab.around;  // the loops the units go on in, `on` the last of them
+    const Loop& on = st.outer[outside - 1];
+    for (int64_t u = u0; u < u1;) {
+        int64_t rest = u, a = st.src0, b = st.dst0, at = 0;
+        for (int k = outside - 1; k >= 0; --k) {
+            const int64_t i = rest % st.outer[k].n;
+            rest /= st.outer[k].n;
+            if (k == outside - 1) at = i;
+            a += i * st.outer[k].s, b += i * st.outer[k].d;
+        }
+        const int64_t count = std::min(u1 - u, on.n - at);
+        table_run<T, NT>(src, dst, a, b, tab, count);
+        u += count;
+    }
+}
+
 // Rows [r0, r1) of a step: the outer loops walked as an odometer, a tile per row.
 template <typename T, int P, int B, bool NT>
 void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int64_t r1) {
@@ -522,6 +542,20 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     std::conditional_t<TAB, Table, NoTable> tab;  // (table_lines)
     bool tabled = false;
     if constexpr (TAB) tabled = table_of(st, &tab, NT) && (!NT || reinterpret_cast<uintptr_t>(dst_base) % 4 == 0);
+    if constexpr (TAB) {
+        if (tabled && tab.outer == 4) {  // whole units by the table; the rows of a part of one as tiles
+            const int64_t per = tab.per, u0 = (r0 + per - 1) / per, u1 = r1 / per;
+            if (u0 < u1) {
+                Step part = step;
+                part.no_table = true;
+                if (r0 < u0 * per) run_rows<T, P, B, NT>(part, src_base, dst_base, r0, u0 * per);
+                units_run<T, NT>(st, tab, src, dst, u0, u1);
+                if (u1 * per < r1) run_rows<T, P, B, NT>(part, src_base, dst_base, u1 * per, r1);
+                return;
+            }
+            tabled = false;
+        }
+    }
     const Rows<(B ? B : 2)> rows = P == GATHER ? Rows<(B ? B : 2)>(st.at) : Rows<(B ? B : 2)>(st.l1.d);
     const Step* window = P == GATHER_WINDOW ? &st : nullptr;
     for (int64_t r = r0; r < r1;) {
