@@ -99,7 +99,8 @@
 namespace dm {
 
 
-enum Pattern { CONTIGUOUS = 0, GATHER = 1, SCATTER = 2, STRIDED = 3, FILL = 4, GATHER_WINDOW = 5, SCATTER_WINDOW = 6 };
+enum Pattern { CONTIGUOUS = 0, GATHER = 1, SCATTER = 2, STRIDED = 3, FILL = 4, GATHER_WINDOW = 5, SCATTER_WINDOW = 6,
+               UNITS = 7 };  // UNITS: never in a program; the steps merge_units makes one of
 
 constexpr int kMaxLoops = 256;
 constexpr int kMaxSteps = 1 << 16;
@@ -129,6 +130,8 @@ struct Loop {
     int64_t n, s, d;
 };
 
+struct Table;
+
 struct Step {
     int pattern, word, block;
     int64_t lo, hi, src0, dst0;
@@ -140,6 +143,7 @@ struct Step {
     int64_t at[4];         // block tiles: the offsets of the B rows (set by parse: no division per tile)
     bool nt;               // in a streamed program: whether this step streams (set by streams)
     bool no_table;         // run_rows: the rows of a part of a unit (table_of: no table)
+    const Table* table;    // UNITS: the units' table (merge_units), a row a unit
     bool reads_on;         // scatter windows of rows from 1 KiB: a tile's input rows go on where a later tile reads
     char* scratch;         // streamed: this thread's chunk buffer, kScratchBytes on a page (set by run_rows)
     struct Carry* carry;   // streamed: this thread's held partial line (set by run_rows)

@@ -11,6 +11,13 @@ namespace dm {
 bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total);
 // Whether a program streams (its steps' nt set): `registers`, only if every step streams from registers.
 bool streams(Step* steps, int nsteps, const char* dst, bool registers = false);
+// Steps that together fill dense units of output of up to kMergedWords words, a unit under each index of
+// their first loop, which they share (BatchToSpace of small images with crops: its windows' rows): made
+// one UNITS step, table_lines from a table of the units' offsets. True where it did: steps[0] that step,
+// *nsteps 1, *table for free_table once the program has run.
+struct Table;
+bool merge_units(Step* steps, int* nsteps, Table** table);
+void free_table(Table* table);
 // The kernel of a step, plain or streamed.
 RowsFn pick(const Step& st, bool stream);
 

@@ -530,6 +530,8 @@ __attribute__((target("avx512f"))) DM_NOINLINE void strided_lines(const char* sr
 // streamed gathers of such short rows of any size; copies of pixels of 1-3 channels. `at[r]` is word r's
 // input offset, over `units` units, `words` in all: whole lines.
 constexpr int kTableWords = 1024;
+// A merged program's table (merge_units): its units are whole images, up to 64 x 64 float32 pixels.
+constexpr int kMergedWords = 4096;
 struct Table {
     int64_t words, unit, units, step;  // step: the input offset from one unit to the next
     int outer;  // 0: a tile a unit, the loop outside going on; 1: the loop outside too, the next one going
@@ -538,8 +540,23 @@ struct Table {
                 // 4: the `around` loops outside too (2 or more), the next one going on (many small images)
     int around;   // outer 4: the loops outside the tile in a unit
     int64_t per;  // outer 4: the step's rows in a unit (the around loops' counts multiplied)
-    int32_t at[kTableWords];
+    int32_t at[kMergedWords];
 };
+
+// A thread's table, on the heap (16 KiB: on the stack, with the tiles' frames, it overflowed the 32 KiB
+// that threading.stack_size allows); `probe` the one the checks before a job fill, the other run_rows'.
+// Null when memory is short (no table then).
+struct TableSlot {
+    Table* t = nullptr;
+    ~TableSlot() { delete t; }
+};
+
+inline Table* thread_table(bool probe) {
+    static thread_local TableSlot mine[2];
+    TableSlot& slot = mine[probe];
+    if (!slot.t) slot.t = new (std::nothrow) Table;
+    return slot.t;
+}
 
 // Units of the `m` loops innermost of a step's outer loops and its tile (outer 4): whether they fill a dense
 // block of at most kTableWords output words, each unit going on from the one before in the loop outside
@@ -640,11 +657,15 @@ inline int64_t table_modes(const Step& st, Table* t, bool streamed) {
 // Whether a step's units make a table (see Table), filled when `tab` is given.
 inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
 #if DM_HAVE_AVX512
+    if (st.table) {  // a UNITS step's own (merge_units)
+        if (tab) *tab = *st.table;
+        return true;
+    }
     const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
     const bool block = st.pattern == GATHER || st.pattern == SCATTER;
     if (!kAvx512 || (W != 4 && W != 8) || n < 1 || R < 1 || R > 4096 || st.no_table) return false;
-    Table local;
-    Table* t = tab ? tab : &local;
+    Table* t = tab ? tab : thread_table(true);
+    if (!t) return false;
     // Units of two loops or more around the tile (outer 4): taken where the tiles come in runs under 1 KiB
     // (the loop around them short: small images) and the units' runs are 4 times the longest of the modes
     // below, or those refuse the step. (NCHW DepthToSpace of 2 x 2 images, 12 MiB: tile by tile, 64 bytes

@@ -21,9 +21,10 @@ PyObject* py_run(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, "datamove._native.run: a malformed program");
         return nullptr;
     }
-    const int nsteps = (int)p[0];
+    int nsteps = (int)p[0];
     Step* steps = new (std::nothrow) Step[nsteps ? nsteps : 1];
     int64_t total = 0;
+    Table* table = nullptr;
     if (steps == nullptr || !parse(p, n, steps, nsteps, &total)) {
         delete[] steps;
         PyBuffer_Release(&program);
@@ -31,11 +32,13 @@ PyObject* py_run(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, "datamove._native.run: a malformed program");
         return nullptr;
     }
+    merge_units(steps, &nsteps, &table);
     Job job{0, steps, nsteps, total, reinterpret_cast<char*>(src), reinterpret_cast<char*>(dst),
             stream != 0 && DM_HAVE_STREAM && streams(steps, nsteps, reinterpret_cast<char*>(dst), stream == 1), 1};
     threads = std::max(1, std::min(threads, kMaxThreads));
     Py_BEGIN_ALLOW_THREADS run_job(job, threads);
-    Py_END_ALLOW_THREADS delete[] steps;
+    Py_END_ALLOW_THREADS free_table(table);
+    delete[] steps;
     PyBuffer_Release(&program);
     Py_RETURN_NONE;
 }
@@ -94,8 +97,12 @@ PyObject* py_streams(PyObject*, PyObject* args) {
     const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
     Step* steps = (n >= 1 && p[0] >= 0 && p[0] <= kMaxSteps) ? new (std::nothrow) Step[p[0] ? p[0] : 1] : nullptr;
     int64_t total = 0;
-    const bool ok = steps != nullptr && parse(p, n, steps, (int)p[0], &total);
-    const bool result = ok && DM_HAVE_STREAM && streams(steps, (int)p[0], reinterpret_cast<char*>(dst), registers != 0);
+    int nsteps = steps != nullptr ? (int)p[0] : 0;
+    const bool ok = steps != nullptr && parse(p, n, steps, nsteps, &total);
+    Table* table = nullptr;
+    if (ok) merge_units(steps, &nsteps, &table);
+    const bool result = ok && DM_HAVE_STREAM && streams(steps, nsteps, reinterpret_cast<char*>(dst), registers != 0);
+    free_table(table);
     delete[] steps;
     PyBuffer_Release(&program);
     if (!ok) {

@@ -193,7 +193,114 @@ bool streams(Step* steps, int nsteps, const char* dst, bool registers) {
     return lines > 0 && rough * 32 <= lines && lone * 2 <= lines;
 }
 
+// ------------------------------------------------------------------ steps merged into units
+
+// Each word (output, input offset) of the steps' rows under their first loop's first index, to `f`; false
+// (stopping) where a step is not a copy of words or `f` says so.
+template <typename F>
+inline bool each_word(const Step& st, F f) {
+    if (st.pattern == FILL || st.pattern == GATHER_WINDOW || st.nouter < 1) return false;  // (zeros: no table)
+    const int64_t R = st.l1.n, n = st.l0.n, size = st.block ? st.block : st.l1.n;
+    int64_t index[kMaxLoops] = {0}, in0 = st.src0, out0 = st.dst0, rows = 1;
+    for (int k = 1; k < st.nouter; ++k) rows *= st.outer[k].n;
+    for (int64_t row = 0; row < rows; ++row) {
+        for (int64_t j = 0; j < R; ++j)
+            for (int64_t i = 0; i < n; ++i) {
+                int64_t out, in;
+                if (st.pattern == SCATTER_WINDOW) {  // position t of the window row, kept in [lo, hi)
+                    const int64_t t = i * size + j;
+                    if (t < st.lo || t >= st.hi) continue;
+                    out = out0 + t, in = in0 + j * st.l1.s + i * st.l0.s;
+                } else {
+                    const int64_t row_in = st.pattern == GATHER ? j : st.pattern == SCATTER ? st.at[j] : j * st.l1.s;
+                    const int64_t row_out = st.pattern == GATHER ? st.at[j] : st.pattern == SCATTER ? j : j * st.l1.d;
+                    out = out0 + row_out + i * st.l0.d, in = in0 + row_in + i * st.l0.s;
+                }
+                if (!f(out, in)) return false;
+            }
+        for (int k = st.nouter - 1; k >= 1; --k) {
+            in0 += st.outer[k].s, out0 += st.outer[k].d;
+            if (++index[k] < st.outer[k].n) break;
+            in0 -= st.outer[k].n * st.outer[k].s, out0 -= st.outer[k].n * st.outer[k].d, index[k] = 0;
+        }
+    }
+    return true;
+}
+
+bool merge_units(Step* steps, int* nsteps, Table** table) {
+    *table = nullptr;
+#if DM_HAVE_AVX512
+    const int count = *nsteps;
+    if (!kAvx512 || count < 2) return false;
+    const Step& first = steps[0];
+    const int64_t W = first.word;
+    if ((W != 4 && W != 8) || first.nouter < 1) return false;
+    const Loop on = first.outer[0];
+    const int64_t unit = on.d, L = kLine / W;
+    if (unit < 1 || unit > kMergedWords || on.n < 2) return false;
+    for (int s = 0; s < count; ++s) {
+        const Step& st = steps[s];
+        // (rows of 256 bytes and more keep their own kernels)
+        if (st.word != W || st.nouter < 1 || st.outer[0].n != on.n || st.outer[0].s != on.s || st.outer[0].d != on.d ||
+            st.l0.n * st.word * (st.pattern == SCATTER_WINDOW ? st.l1.n : 1) >= 256)
+            return false;
+    }
+    const int64_t units = L / std::gcd(unit, L), words = units * unit;
+    if (words > kMergedWords) return false;
+    Table* t = new (std::nothrow) Table;
+    if (t == nullptr) return false;
+    int64_t lowest = INT64_MAX, filled = 0;
+    for (int s = 0; s < count; ++s)
+        each_word(steps[s], [&](int64_t out, int64_t) { lowest = std::min(lowest, out); return true; });
+    std::fill(t->at, t->at + unit, INT32_MIN);
+    const int64_t in_base = first.src0;
+    bool dense = true;
+    for (int s = 0; s < count && dense; ++s)
+        dense = each_word(steps[s], [&](int64_t out, int64_t in) {
+            out -= lowest, in -= in_base;
+            if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28)) return false;
+            t->at[out] = (int32_t)in;
+            ++filled;
+            return true;
+        });
+    if (!dense || filled != unit) {
+        delete t;
+        return false;
+    }
+    for (int64_t u = 1; u < units; ++u)
+        for (int64_t r = 0; r < unit; ++r) t->at[u * unit + r] = (int32_t)(t->at[r] + u * on.s);
+    t->words = words, t->unit = unit, t->units = units, t->step = on.s, t->outer = 4, t->around = 0, t->per = 1;
+    Step merged = first;
+    merged.pattern = UNITS, merged.block = 0, merged.lo = merged.hi = 0;
+    merged.src0 = in_base, merged.dst0 = lowest;
+    merged.nouter = 1, merged.l1 = merged.l0 = Loop{1, 0, 0};
+    merged.rows = on.n, merged.row_cost = unit * W, merged.table = t;
+    steps[0] = merged;
+    *nsteps = 1;
+    *table = t;
+    return true;
+#else
+    (void)steps, (void)nsteps;
+    return false;
+#endif
+}
+
+void free_table(Table* table) { delete table; }
+
+#if DM_HAVE_AVX512
+// Rows [r0, r1) of a UNITS step: as many units of its table.
+template <int W, bool NT>
+void run_units(const Step& st, char* src, char* dst, int64_t r0, int64_t r1) {
+    const Loop& on = st.outer[0];
+    table_lines<W, NT>(src + (st.src0 + r0 * on.s) * W, dst + (st.dst0 + r0 * on.d) * W, *st.table, r1 - r0);
+}
+#endif
+
 RowsFn pick(const Step& st, bool stream) {
+#if DM_HAVE_AVX512
+    if (st.pattern == UNITS)
+        return st.word == 4 ? (stream ? run_units<4, true> : run_units<4, false>) : (stream ? run_units<8, true> : run_units<8, false>);
+#endif
     switch (st.word) {
         case 1: return rows_for<uint8_t>(st.pattern, st.block, stream);
         case 2: return rows_for<uint16_t>(st.pattern, st.block, stream);
@@ -242,6 +349,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
         st.first = st.last = 0;
         st.nt = false;
         st.no_table = false;
+        st.table = nullptr;
         st.reads_on = false;
         st.scratch = nullptr;
         st.carry = nullptr;

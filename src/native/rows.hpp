@@ -537,19 +537,18 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     const bool joined = runs_ok && rows_go_on(st), side = runs_ok && side_joined(st);
     const bool chains = NT && chained_rows(st);
     const bool strided = P == STRIDED && strided_fits(st);
-    struct NoTable {};
     constexpr bool TAB = P == STRIDED || P == GATHER || P == SCATTER || P == CONTIGUOUS;
-    std::conditional_t<TAB, Table, NoTable> tab;  // (table_lines)
+    Table* const table = TAB && !st.no_table ? thread_table(false) : nullptr;  // (table_lines)
     bool tabled = false;
-    if constexpr (TAB) tabled = table_of(st, &tab, NT) && (!NT || reinterpret_cast<uintptr_t>(dst_base) % 4 == 0);
+    if constexpr (TAB) tabled = table && table_of(st, table, NT) && (!NT || reinterpret_cast<uintptr_t>(dst_base) % 4 == 0);
     if constexpr (TAB) {
-        if (tabled && tab.outer == 4) {  // whole units by the table; the rows of a part of one as tiles
-            const int64_t per = tab.per, u0 = (r0 + per - 1) / per, u1 = r1 / per;
+        if (tabled && table->outer == 4) {  // whole units by the table; the rows of a part of one as tiles
+            const int64_t per = table->per, u0 = (r0 + per - 1) / per, u1 = r1 / per;
             if (u0 < u1) {
                 Step part = step;
                 part.no_table = true;
                 if (r0 < u0 * per) run_rows<T, P, B, NT>(part, src_base, dst_base, r0, u0 * per);
-                units_run<T, NT>(st, tab, src, dst, u0, u1);
+                units_run<T, NT>(st, *table, src, dst, u0, u1);
                 if (u1 * per < r1) run_rows<T, P, B, NT>(part, src_base, dst_base, u1 * per, r1);
                 return;
             }
@@ -565,17 +564,17 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
         if (runs > 1) run = inner.n;
         bool units = false;  // whole units of a table: the runs' tiles at once
         if constexpr (TAB) {
-            if (tabled && tab.outer == 1 && at == 0 && run == inner.n) {
-                table_run<T, NT>(src, dst, a, b, tab, runs), units = true;
-            } else if (tabled && tab.outer == 2 && at == 0 && index[last - 1] == 0 && runs == next.n) {
-                table_run<T, NT>(src, dst, a, b, tab, inner.n), units = true;
-            } else if (tabled && !tab.outer) {
-                for (int64_t q = 0; q < runs; ++q) table_run<T, NT>(src, dst, a + q * next.s, b + q * next.d, tab, run);
+            if (tabled && table->outer == 1 && at == 0 && run == inner.n) {
+                table_run<T, NT>(src, dst, a, b, *table, runs), units = true;
+            } else if (tabled && table->outer == 2 && at == 0 && index[last - 1] == 0 && runs == next.n) {
+                table_run<T, NT>(src, dst, a, b, *table, inner.n), units = true;
+            } else if (tabled && !table->outer) {
+                for (int64_t q = 0; q < runs; ++q) table_run<T, NT>(src, dst, a + q * next.s, b + q * next.d, *table, run);
                 units = true;
-            } else if (tabled && tab.outer == 3) {
+            } else if (tabled && table->outer == 3) {
                 for (int64_t q = 0; q < runs; ++q)
                     for (int64_t j = 0; j < st.l1.n; ++j)
-                        table_run<T, NT>(src, dst, a + q * next.s + j * st.l1.s, b + q * next.d + j * st.l1.d, tab, run);
+                        table_run<T, NT>(src, dst, a + q * next.s + j * st.l1.s, b + q * next.d + j * st.l1.d, *table, run);
                 units = true;
             }
         }
