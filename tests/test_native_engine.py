@@ -1069,13 +1069,19 @@ def test_small_images_with_crops_from_one_table(monkeypatch, stream, threads, sh
     ("depth_to_space", "blocks_first", 2, (523, 16, 2, 2), "nchw", np.float64),
     ("space_to_depth", "depth_first", 2, (83, 64, 8, 8), "nchw", np.float32),
     ("space_to_depth", "depth_first", 2, (571, 16, 4, 4), "nchw", np.float64),
-    ("space_to_depth", "depth_first", 3, (233, 32, 6, 6), "nchw", np.float32)])
+    ("space_to_depth", "depth_first", 3, (233, 32, 6, 6), "nchw", np.float32),
+    ("space_to_depth", "depth_first", 2, (1031, 16, 4, 4), "nchw", np.float32),
+    ("space_to_depth", "blocks_first", 2, (67, 64, 4, 4), "nchw", np.float32),
+    ("space_to_depth", "depth_first", 3, (67, 4, 21, 21), "nchw", np.float32),
+    ("depth_to_space", "depth_first", 2, (4099, 4, 1, 1), "nchw", np.float32),
+    ("depth_to_space", "blocks_first", 2, (1031, 12, 1, 3), "nchw", np.float64)])
 def test_units_of_small_images_from_a_table(monkeypatch, stream, threads, op, mode, block, shape, layout, dtype):
-    """Many small images (NCHW DepthToSpace of 2 x 2 to 7 x 7 pixels, SpaceToDepth of 4 x 4 to 8 x 8): two
-    loops or more outside tiles of a few words fill a dense unit of output (an image's channels), each
+    """Many small images (NCHW DepthToSpace of 1 x 1 to 7 x 7 pixels, SpaceToDepth of 4 x 4 to 21 x 21):
+    loops outside tiles of a few words fill a dense unit of output (an image, or an image's channels), each
     unit going on from the one before. Where the CPU has AVX-512F the units go a line at a time by the
-    gather instruction with a table of their offsets (Table outer 4); where a thread's rows start or end
-    inside a unit, that unit's rows are tiles. Bit for bit the spec's result and nothing outside it, at
+    gather instruction with a table of their offsets (Table outer 4; units of 4 to 4096 words, a line's
+    lanes reading on into the next unit); where a thread's rows start or end inside a unit, that unit's
+    rows are tiles. Bit for bit the spec's result and nothing outside it, at
     every 4-byte offset into a line (8-byte for float64), inputs reversed along W or a channel apart
     from image to image (units going on only within an image), rows cut among 3 threads anywhere."""
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
@@ -1378,10 +1384,10 @@ def test_short_rows_of_the_run_loops_store_plainly(monkeypatch):
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(11)
     args = ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))
-    # (float32 images of 24 and 32: too large for one table of the image, test_small_images_with_crops_from_one_table)
-    for dtype, width, streamed in ((np.float32, 24, False), (np.float32, 32, False), (np.float32, 64, True),
+    # (images of 80 rows: too large for one table of the image, test_small_images_with_crops_from_one_table)
+    for dtype, width, streamed in ((np.float32, 16, False), (np.float32, 32, False), (np.float32, 64, True),
                                    (np.float64, 16, True)):
-        data = random_array((8, 2, width, width), np.dtype(dtype), rng)
+        data = random_array((8, 2, 80, width), np.dtype(dtype), rng)
         expected = ref.batch_to_space(data, *args)
         plan = plans.batch_to_space(data.shape, expected.shape, *args)
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):

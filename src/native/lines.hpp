@@ -528,20 +528,29 @@ __attribute__((target("avx512f"))) DM_NOINLINE void strided_lines(const char* sr
 // channels); block tiles under 64 bytes a row of 3 rows, or of 3, 5, 6 or 7 positions (pixels of 3
 // channels, a 3 x 3 block's 3 pixels: the SIMD block bodies take 2 or 4 rows of powers of two), and
 // streamed gathers of such short rows of any size; copies of pixels of 1-3 channels. `at[r]` is word r's
-// input offset, over `units` units, `words` in all: whole lines.
+// input offset, and the `words` after the unit's `unit` those of the next one (extend_table).
 constexpr int kTableWords = 1024;
-// A merged program's table (merge_units): its units are whole images, up to 64 x 64 float32 pixels.
+// A table of units around the tile (outer 4) or of a merged program (merge_units): small images, up to
+// 64 x 64 float32 pixels.
 constexpr int kMergedWords = 4096;
 struct Table {
     int64_t words, unit, units, step;  // step: the input offset from one unit to the next
     int outer;  // 0: a tile a unit, the loop outside going on; 1: the loop outside too, the next one going
                 // on; 2: the second loop outside too, the first going on (the input read row by row);
                 // 3: a tile's row a unit, each row of a run of tiles a piece of its own (rows far apart);
-                // 4: the `around` loops outside too (2 or more), the next one going on (many small images)
+                // 4: the `around` loops outside too (1 or more), the next one going on (many small images)
     int around;   // outer 4: the loops outside the tile in a unit
     int64_t per;  // outer 4: the step's rows in a unit (the around loops' counts multiplied)
-    int32_t at[kMergedWords];
+    int32_t at[kMergedWords + 16];
 };
+
+// A table's last words: at[unit + k] = at[k] + step for k < L, so a line's lanes read straight on into the
+// next unit (table_lines); a table then needs its unit's words and a line's more, not a line's worth of
+// units (a unit of 441 words, a 21 x 21 image: 16 units, 7056 words).
+inline void extend_table(Table* t, int64_t unit, int64_t step, int64_t L) {
+    for (int64_t k = 0; k < L; ++k) t->at[unit + k] = (int32_t)(t->at[k] + step);
+    t->words = unit + L, t->unit = unit, t->units = 1, t->step = step;
+}
 
 // A thread's table, on the heap (16 KiB: on the stack, with the tiles' frames, it overflowed the 32 KiB
 // that threading.stack_size allows); `probe` the one the checks before a job fill, the other run_rows'.
@@ -563,15 +572,14 @@ inline Table* thread_table(bool probe) {
 // them; the words a run of them writes (that loop's count times the unit), 0 where they do not. t filled.
 inline int64_t units_around(const Step& st, int m, Table* t) {
     const int64_t W = st.word, n = st.l0.n, R = st.l1.n, L = kLine / W;
-    if (m < 2 || st.nouter < m + 1) return 0;
+    if (m < 1 || st.nouter < m + 1) return 0;
     const Loop* around = st.outer + st.nouter - m;
     const Loop on = st.outer[st.nouter - m - 1];
     int64_t per = 1;
     for (int k = 0; k < m; ++k) per *= around[k].n;
     const int64_t unit = per * R * n;
-    if (unit > kTableWords || unit < 1 || on.d != unit || on.n < 2) return 0;
-    const int64_t units = L / std::gcd(unit, L), words = units * unit;
-    if (words > kTableWords) return 0;
+    if (unit > kMergedWords || unit < 1 || on.d != unit || on.n < 2) return 0;
+    const int64_t units = (L + unit - 1) / unit + 1;  // (the units a table's words reach into, for the range check)
     std::fill(t->at, t->at + unit, INT32_MIN);
     int64_t index[kMaxLoops] = {0}, in0 = 0, out0 = 0;  // (the around loops' odometer)
     for (int64_t row = 0; row < per; ++row) {
@@ -592,9 +600,8 @@ inline int64_t units_around(const Step& st, int m, Table* t) {
         }
     }
     // (every output offset written once: unit words, each in range and new)
-    for (int64_t u = 1; u < units; ++u)
-        for (int64_t r = 0; r < unit; ++r) t->at[u * unit + r] = (int32_t)(t->at[r] + u * on.s);
-    t->words = words, t->unit = unit, t->units = units, t->step = on.s, t->outer = 4, t->around = m, t->per = per;
+    extend_table(t, unit, on.s, L);
+    t->outer = 4, t->around = m, t->per = per;
     return on.n * unit;
 }
 
@@ -622,8 +629,7 @@ inline int64_t table_modes(const Step& st, Table* t, bool streamed) {
         const int64_t rows = outer == 3 ? 1 : R;
         const int64_t unit = around.n * rows * n;
         if (unit > kTableWords || on.d != unit || on.n < 2) continue;
-        const int64_t units = L / std::gcd(unit, L), words = units * unit;
-        if (words > kTableWords) continue;
+        const int64_t units = (L + unit - 1) / unit + 1;  // (the units a table's words reach into)
         // each word's input offset, by its output offset; dense: every output offset of the unit once
         std::fill(t->at, t->at + unit, INT32_MIN);
         int64_t filled = 0;
@@ -643,9 +649,8 @@ inline int64_t table_modes(const Step& st, Table* t, bool streamed) {
                 }
             }
         if (!dense || filled != unit) continue;
-        for (int64_t u = 1; u < units; ++u)
-            for (int64_t r = 0; r < unit; ++r) t->at[u * unit + r] = (int32_t)(t->at[r] + u * on.s);
-        t->words = words, t->unit = unit, t->units = units, t->step = on.s, t->outer = outer;
+        extend_table(t, unit, on.s, L);
+        t->outer = outer;
         return on.n * unit;
     }
 #else
@@ -666,7 +671,7 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
     if (!kAvx512 || (W != 4 && W != 8) || n < 1 || R < 1 || R > 4096 || st.no_table) return false;
     Table* t = tab ? tab : thread_table(true);
     if (!t) return false;
-    // Units of two loops or more around the tile (outer 4): taken where the tiles come in runs under 1 KiB
+    // Units of loops around the tile (outer 4, up to kMergedWords): taken where the tiles come in runs under 1 KiB
     // (the loop around them short: small images) and the units' runs are 4 times the longest of the modes
     // below, or those refuse the step. (NCHW DepthToSpace of 2 x 2 images, 12 MiB: tile by tile, 64 bytes
     // each, 3.9x the copy floor; by the table 0.8x. Channels-last DepthToSpace of 64-pixel rows, 16
@@ -677,7 +682,7 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
     const bool rows_fit = run < 1024 &&
                           (st.pattern == CONTIGUOUS ? st.l0.s == 1 && st.l0.d == 1 && n * W < kLine
                            : block ? n * W < kLine && st.block == R : st.pattern == STRIDED && !strided_fits(st));
-    for (int m = 2; rows_fit && m < st.nouter && m <= 6; ++m) {
+    for (int m = 1; rows_fit && m < st.nouter && m <= 6; ++m) {
         const int64_t words = units_around(st, m, t);
         if (words > longest) longest = words, around = m;
     }
@@ -701,7 +706,6 @@ __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src,
     constexpr int L = kLine / W;
     const int64_t total = count * tab.unit, whole = total / L * L;
     const Shifted sh = shifted(NT ? dst : nullptr);  // (plainly: on a line, unshifted)
-    const int64_t period = tab.units * tab.step;  // input words from one table's worth to the next
     __m512i prev = _mm512_setzero_si512();
     char* o = dst - sh.p;
     const char* base = src;
@@ -709,14 +713,13 @@ __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src,
         __m512i vec;
         if constexpr (W == 4) vec = _mm512_i32gather_epi32(_mm512_loadu_si512(tab.at + r), base, 4);
         else vec = _mm512_i32gather_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.at + r)), base, 8);
-        if ((r += L) == tab.words) r = 0, base += period * W;
+        for (r += L; r >= tab.unit; r -= tab.unit) base += tab.step * W;
         put_shifted<NT>(o, sh, prev, vec, !u);
         prev = vec;
     }
     if (NT && whole) shifted_last(o, sh, prev);
     for (int64_t u = whole; u < total; ++u) {
-        const int64_t r = u % tab.words;
-        std::memcpy(dst + u * W, src + ((u / tab.words) * period + tab.at[r]) * W, W);
+        std::memcpy(dst + u * W, src + ((u / tab.unit) * tab.step + tab.at[u % tab.unit]) * W, W);
     }
 }
 #endif

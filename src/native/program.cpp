@@ -245,8 +245,7 @@ bool merge_units(Step* steps, int* nsteps, Table** table) {
             st.l0.n * st.word * (st.pattern == SCATTER_WINDOW ? st.l1.n : 1) >= 256)
             return false;
     }
-    const int64_t units = L / std::gcd(unit, L), words = units * unit;
-    if (words > kMergedWords) return false;
+    const int64_t units = (L + unit - 1) / unit + 1;  // (the units a table's words reach into)
     Table* t = new (std::nothrow) Table;
     if (t == nullptr) return false;
     int64_t lowest = INT64_MAX, filled = 0;
@@ -267,9 +266,8 @@ bool merge_units(Step* steps, int* nsteps, Table** table) {
         delete t;
         return false;
     }
-    for (int64_t u = 1; u < units; ++u)
-        for (int64_t r = 0; r < unit; ++r) t->at[u * unit + r] = (int32_t)(t->at[r] + u * on.s);
-    t->words = words, t->unit = unit, t->units = units, t->step = on.s, t->outer = 4, t->around = 0, t->per = 1;
+    extend_table(t, unit, on.s, L);
+    t->outer = 4, t->around = 0, t->per = 1;
     Step merged = first;
     merged.pattern = UNITS, merged.block = 0, merged.lo = merged.hi = 0;
     merged.src0 = in_base, merged.dst0 = lowest;
