@@ -238,12 +238,16 @@ bool merge_units(Step* steps, int* nsteps, Table** table) {
     const Loop on = first.outer[0];
     const int64_t unit = on.d, L = kLine / W;
     if (unit < 1 || unit > kMergedWords || on.n < 2) return false;
+    int64_t positions = 0;  // the words the steps' tiles visit under one index of the loop (windows: kept or not)
     for (int s = 0; s < count; ++s) {
         const Step& st = steps[s];
         // (rows of 256 bytes and more keep their own kernels)
         if (st.word != W || st.nouter < 1 || st.outer[0].n != on.n || st.outer[0].s != on.s || st.outer[0].d != on.d ||
             st.l0.n * st.word * (st.pattern == SCATTER_WINDOW ? st.l1.n : 1) >= 256)
             return false;
+        const int64_t rows = st.rows / on.n, per_row = st.l1.n * st.l0.n;
+        if (rows > 4 * unit || per_row > 4 * unit || (positions += rows * per_row) > 4 * unit)
+            return false;  // (not a unit's words: no need to visit them)
     }
     const int64_t units = (L + unit - 1) / unit + 1;  // (the units a table's words reach into)
     Table* t = new (std::nothrow) Table;
