@@ -567,6 +567,39 @@ inline Table* thread_table(bool probe) {
     return slot.t;
 }
 
+// Each word of a step's tiles under its loops from `from` on (those before it at their first index): its
+// output and input offsets from the step's first word, to `f`; false (stopping) where the step is no copy
+// of words (zeros: no table) or `f` says so.
+template <typename F>
+inline bool each_word(const Step& st, int from, F f) {
+    if (st.pattern == FILL || st.pattern == GATHER_WINDOW) return false;
+    const int64_t R = st.l1.n, n = st.l0.n, size = st.block ? st.block : st.l1.n;
+    int64_t index[kMaxLoops] = {0}, in0 = 0, out0 = 0, rows = 1;
+    for (int k = from; k < st.nouter; ++k) rows *= st.outer[k].n;
+    for (int64_t row = 0; row < rows; ++row) {
+        for (int64_t j = 0; j < R; ++j)
+            for (int64_t i = 0; i < n; ++i) {
+                int64_t out, in;
+                if (st.pattern == SCATTER_WINDOW) {  // position t of the window row, kept in [lo, hi)
+                    const int64_t t = i * size + j;
+                    if (t < st.lo || t >= st.hi) continue;
+                    out = out0 + t, in = in0 + j * st.l1.s + i * st.l0.s;
+                } else {
+                    const int64_t row_in = st.pattern == GATHER ? j : st.pattern == SCATTER ? st.at[j] : j * st.l1.s;
+                    const int64_t row_out = st.pattern == GATHER ? st.at[j] : st.pattern == SCATTER ? j : j * st.l1.d;
+                    out = out0 + row_out + i * st.l0.d, in = in0 + row_in + i * st.l0.s;
+                }
+                if (!f(out, in)) return false;
+            }
+        for (int k = st.nouter - 1; k >= from; --k) {
+            in0 += st.outer[k].s, out0 += st.outer[k].d;
+            if (++index[k] < st.outer[k].n) break;
+            in0 -= st.outer[k].n * st.outer[k].s, out0 -= st.outer[k].n * st.outer[k].d, index[k] = 0;
+        }
+    }
+    return true;
+}
+
 // Units of the `m` loops innermost of a step's outer loops and its tile (outer 4): whether they fill a dense
 // block of at most kTableWords output words, each unit going on from the one before in the loop outside
 // them; the words a run of them writes (that loop's count times the unit), 0 where they do not. t filled.
@@ -581,24 +614,13 @@ inline int64_t units_around(const Step& st, int m, Table* t) {
     if (unit > kMergedWords || unit < 1 || on.d != unit || on.n < 2) return 0;
     const int64_t units = (L + unit - 1) / unit + 1;  // (the units a table's words reach into, for the range check)
     std::fill(t->at, t->at + unit, INT32_MIN);
-    int64_t index[kMaxLoops] = {0}, in0 = 0, out0 = 0;  // (the around loops' odometer)
-    for (int64_t row = 0; row < per; ++row) {
-        for (int64_t j = 0; j < R; ++j) {
-            const int64_t row_in = st.pattern == GATHER ? j : st.pattern == SCATTER ? st.at[j] : j * st.l1.s;
-            const int64_t row_out = st.pattern == GATHER ? st.at[j] : st.pattern == SCATTER ? j : j * st.l1.d;
-            for (int64_t i = 0; i < n; ++i) {
-                const int64_t out = out0 + row_out + i * st.l0.d, in = in0 + row_in + i * st.l0.s;
-                if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28))
-                    return 0;
-                t->at[out] = (int32_t)in;
-            }
-        }
-        for (int k = m - 1; k >= 0; --k) {
-            in0 += around[k].s, out0 += around[k].d;
-            if (++index[k] < around[k].n) break;
-            in0 -= around[k].n * around[k].s, out0 -= around[k].n * around[k].d, index[k] = 0;
-        }
-    }
+    const bool dense = each_word(st, st.nouter - m, [&](int64_t out, int64_t in) {
+        if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28))
+            return false;
+        t->at[out] = (int32_t)in;
+        return true;
+    });
+    if (!dense) return 0;
     // (every output offset written once: unit words, each in range and new)
     extend_table(t, unit, on.s, L);
     t->outer = 4, t->around = m, t->per = per;

@@ -195,38 +195,6 @@ bool streams(Step* steps, int nsteps, const char* dst, bool registers) {
 
 // ------------------------------------------------------------------ steps merged into units
 
-// Each word (output, input offset) of the steps' rows under their first loop's first index, to `f`; false
-// (stopping) where a step is not a copy of words or `f` says so.
-template <typename F>
-inline bool each_word(const Step& st, F f) {
-    if (st.pattern == FILL || st.pattern == GATHER_WINDOW || st.nouter < 1) return false;  // (zeros: no table)
-    const int64_t R = st.l1.n, n = st.l0.n, size = st.block ? st.block : st.l1.n;
-    int64_t index[kMaxLoops] = {0}, in0 = st.src0, out0 = st.dst0, rows = 1;
-    for (int k = 1; k < st.nouter; ++k) rows *= st.outer[k].n;
-    for (int64_t row = 0; row < rows; ++row) {
-        for (int64_t j = 0; j < R; ++j)
-            for (int64_t i = 0; i < n; ++i) {
-                int64_t out, in;
-                if (st.pattern == SCATTER_WINDOW) {  // position t of the window row, kept in [lo, hi)
-                    const int64_t t = i * size + j;
-                    if (t < st.lo || t >= st.hi) continue;
-                    out = out0 + t, in = in0 + j * st.l1.s + i * st.l0.s;
-                } else {
-                    const int64_t row_in = st.pattern == GATHER ? j : st.pattern == SCATTER ? st.at[j] : j * st.l1.s;
-                    const int64_t row_out = st.pattern == GATHER ? st.at[j] : st.pattern == SCATTER ? j : j * st.l1.d;
-                    out = out0 + row_out + i * st.l0.d, in = in0 + row_in + i * st.l0.s;
-                }
-                if (!f(out, in)) return false;
-            }
-        for (int k = st.nouter - 1; k >= 1; --k) {
-            in0 += st.outer[k].s, out0 += st.outer[k].d;
-            if (++index[k] < st.outer[k].n) break;
-            in0 -= st.outer[k].n * st.outer[k].s, out0 -= st.outer[k].n * st.outer[k].d, index[k] = 0;
-        }
-    }
-    return true;
-}
-
 bool merge_units(Step* steps, int* nsteps, Table** table) {
     *table = nullptr;
 #if DM_HAVE_AVX512
@@ -254,13 +222,13 @@ bool merge_units(Step* steps, int* nsteps, Table** table) {
     if (t == nullptr) return false;
     int64_t lowest = INT64_MAX, filled = 0;
     for (int s = 0; s < count; ++s)
-        each_word(steps[s], [&](int64_t out, int64_t) { lowest = std::min(lowest, out); return true; });
+        each_word(steps[s], 1, [&](int64_t out, int64_t) { lowest = std::min(lowest, steps[s].dst0 + out); return true; });
     std::fill(t->at, t->at + unit, INT32_MIN);
     const int64_t in_base = first.src0;
     bool dense = true;
     for (int s = 0; s < count && dense; ++s)
-        dense = each_word(steps[s], [&](int64_t out, int64_t in) {
-            out -= lowest, in -= in_base;
+        dense = each_word(steps[s], 1, [&](int64_t out, int64_t in) {
+            out += steps[s].dst0 - lowest, in += steps[s].src0 - in_base;
             if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28)) return false;
             t->at[out] = (int32_t)in;
             ++filled;
