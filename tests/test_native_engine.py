@@ -4,6 +4,7 @@ pattern, streaming stores, threads, fork."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -1633,31 +1634,39 @@ def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
             assert same_bits(out, expected), (op, offset)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("flag, have_stream", [("-DDM_PORTABLE", 0), ("-DDM_NO_SSSE3", 1), ("-DDM_NO_AVX512", 1)])
-def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch, flag, have_stream):
-    """The core as aarch64 or any non-x86 CPU compiles it (-DDM_PORTABLE: no SSE2 bodies, no streaming stores),
-    and as an x86-64 CPU without SSSE3 runs it (-DDM_NO_SSSE3: blocks of 3 narrow words without the byte
-    shuffle) or without AVX-512 (-DDM_NO_AVX512: streamed gathers through the L1 buffer), bit for bit
-    against the NumPy engine on every tile: block tiles of 2, 3 and 4 in both groupings, windows, every
-    word width, rows of a 16-byte group and more, streaming asked for."""
+@functools.lru_cache(maxsize=None)
+def _core_built_with(flag):
+    """The core compiled here at -O1 with ``flag`` (once a test session), loaded beside the installed one."""
     import glob
     import importlib.util
     import shlex
     import shutil
     import sysconfig
+    import tempfile
 
     cxx = shlex.split(sysconfig.get_config_var("CXX") or "c++")
     if shutil.which(cxx[0]) is None:
         pytest.skip("no C++ compiler")
     folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "native")
     sources = sorted(glob.glob(os.path.join(folder, "*.cpp")))
-    target = str(tmp_path / "portable_native.so")
+    target = os.path.join(tempfile.mkdtemp(prefix="datamove-core-"), "portable_native.so")
     subprocess.run(cxx + ["-O1", "-std=c++17", "-fPIC", "-shared", flag, "-I", sysconfig.get_paths()["include"], "-I", folder,
                           *sources, "-o", target, "-pthread"], check=True, capture_output=True, timeout=300)
     spec = importlib.util.spec_from_file_location("datamove._native", target)
     portable = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(portable)
+    return portable
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag, have_stream", [("-DDM_PORTABLE", 0), ("-DDM_NO_SSSE3", 1), ("-DDM_NO_AVX512", 1)])
+def test_the_portable_build_other_cpus_get(monkeypatch, flag, have_stream):
+    """The core as aarch64 or any non-x86 CPU compiles it (-DDM_PORTABLE: no SSE2 bodies, no streaming stores),
+    and as an x86-64 CPU without SSSE3 runs it (-DDM_NO_SSSE3: blocks of 3 narrow words without the byte
+    shuffle) or without AVX-512 (-DDM_NO_AVX512: streamed gathers through the L1 buffer), bit for bit
+    against the NumPy engine on every tile: block tiles of 2, 3 and 4 in both groupings, windows, every
+    word width, rows of a 16-byte group and more, streaming asked for."""
+    portable = _core_built_with(flag)
     assert portable.HAVE_STREAM == have_stream
     assert portable.WHOLE_LINES == 0 or flag == "-DDM_NO_SSSE3"
     native_engine.core()
@@ -1674,6 +1683,54 @@ def test_the_portable_build_other_cpus_get(tmp_path, monkeypatch, flag, have_str
                     run_both(dm.depth_to_space, deep, mode, block)
                 args = ([1, 1, block, block], [0, 0, 1, block - 1], [0, 0, block - 1, 1])
                 run_both(dm.batch_to_space, run_both(dm.space_to_batch, x, *args), *args)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", ["-DDM_NO_AVX512", "-DDM_PORTABLE"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_small_image_tables_without_avx512(monkeypatch, flag, stream):
+    """Where the CPU has no AVX-512F (AVX2 x86-64, or aarch64 and the like: -DDM_PORTABLE, no streaming
+    stores), the units of many small images still go by their tables, a word at a time (table_words): the
+    cases of test_units_of_small_images_from_a_table and test_small_images_with_crops_from_one_table, plain
+    and streamed, at every 4-byte offset into a line, on 1 and 3 threads, bit for bit the spec's result and
+    nothing outside it."""
+    portable = _core_built_with(flag)
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "_native", portable)
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0 if stream else 1 << 62)
+    rng = np.random.default_rng(31)
+    cases = [(ref.depth_to_space, dm.depth_to_space, (1031, 64, 2, 2), ("depth_first", 2), np.float32, "nchw"),
+             (ref.depth_to_space, dm.depth_to_space, (523, 16, 2, 2), ("blocks_first", 2), np.float64, "nchw"),
+             (ref.depth_to_space, dm.depth_to_space, (181, 32, 7, 7), ("depth_first", 2), np.float32, "nchw"),
+             (ref.depth_to_space, dm.depth_to_space, (1029, 16, 2, 2), ("depth_first", 2), np.float32, "nhwc"),
+             (ref.space_to_depth, dm.space_to_depth, (233, 32, 6, 6), ("depth_first", 3), np.float32, "nchw"),
+             (ref.space_to_depth, dm.space_to_depth, (1031, 16, 4, 4), ("blocks_first", 2), np.int32, "nchw"),
+             (ref.space_to_depth, dm.space_to_depth, (3, 4, 4, 14), ("depth_first", 2), np.float32, "nhwc"),
+             (ref.batch_to_space, dm.batch_to_space, (4 * 1031, 16, 4, 4), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]),
+              np.float32, "nchw"),
+             (ref.batch_to_space, dm.batch_to_space, (4 * 57, 8, 7, 7), ([1, 1, 2, 2], [0, 0, 0, 1], [0, 0, 1, 0]),
+              np.float64, "nchw"),
+             (ref.batch_to_space, dm.batch_to_space, (8 * 67, 4, 3, 4, 4),
+              ([1, 1, 2, 2, 2], [0, 0, 1, 1, 1], [0, 0, 1, 1, 1]), np.float32, "nchw"),
+             (ref.space_to_batch, dm.space_to_batch, (18, 2, 10, 19), ([1, 1, 4, 4], [0, 0, 2, 1], [0, 0, 0, 0]),
+              np.float32, "nhwc"),  # units of 2 words: a store's words in two or more units
+             (ref.space_to_batch, dm.space_to_batch, (13, 2, 5, 12), ([1, 1, 3, 3], [0, 0, 1, 0], [0, 0, 0, 0]),
+              np.float64, "nchw")]
+    for threads in (1, 3):
+        with _threads(threads):
+            for spec, call, shape, args, dtype, layout in cases:
+                full = random_array(shape, np.dtype(dtype), rng)
+                for data in (full, full[..., ::-1]):
+                    if layout == "nhwc":
+                        data = np.ascontiguousarray(np.moveaxis(data, 1, -1)).transpose(0, 3, 1, 2)
+                    expected = spec(data, *args)
+                    last = expected if layout == "nchw" else np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
+                    for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, 4)):
+                        out = out if layout == "nchw" else out.transpose(0, 3, 1, 2)
+                        call(data, *args, out=out, engine="native")
+                        assert same_bits(out, expected), (shape, args, offset)
+                        assert not written_outside(), (shape, args, offset)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once

@@ -59,6 +59,7 @@
 #include <new>
 #include <numeric>
 #include <type_traits>
+#include <type_traits>
 
 #if (defined(__x86_64__) || defined(_M_X64)) && !defined(DM_PORTABLE)  // DM_PORTABLE: the scalar build other CPUs get (tests)
 #include <emmintrin.h>

@@ -13,7 +13,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
 bool streams(Step* steps, int nsteps, const char* dst, bool registers = false);
 // Steps that together fill dense units of output of up to kMergedWords words, a unit under each index of
 // their first loop, which they share (BatchToSpace of small images with crops: its windows' rows): made
-// one UNITS step, table_lines from a table of the units' offsets. True where it did: steps[0] that step,
+// one UNITS step, table_run (table_lines or table_words) from a table of the units' offsets. True where it did: steps[0] that step,
 // *nsteps 1, *table for free_table once the program has run.
 struct Table;
 bool merge_units(Step* steps, int* nsteps, Table** table);

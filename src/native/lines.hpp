@@ -521,9 +521,10 @@ __attribute__((target("avx512f"))) DM_NOINLINE void strided_lines(const char* sr
 }
 #endif
 
-// The input offsets of a dense block of output words (table_lines): a step whose tile (with one or two
-// loops outside it, or a tile's row alone: `outer`) fills `unit` output words, every one once, with the
-// loop outside that going on where the unit stopped. STRIDED tiles (SpaceToDepth depth_first NHWC: a
+// The input offsets of a dense block of output words (table_run: table_lines, or table_words where the
+// CPU has no AVX-512F): a step whose tile (with one or two loops outside it, or a tile's row alone:
+// `outer`) fills `unit` output words, every one once, with the loop outside that going on where the unit
+// stopped. STRIDED tiles (SpaceToDepth depth_first NHWC: a
 // pixel's channels, block rows and columns; DepthToSpace depth_first NHWC, blocks of 3 with a few
 // channels); block tiles under 64 bytes a row of 3 rows, or of 3, 5, 6 or 7 positions (pixels of 3
 // channels, a 3 x 3 block's 3 pixels: the SIMD block bodies take 2 or 4 rows of powers of two), and
@@ -628,18 +629,30 @@ inline int64_t units_around(const Step& st, int m, Table* t, bool fill = true) {
     return on.n * unit;
 }
 
+// The longest tile row (bytes, not reached) whose units go by a table: under a line where the CPU's
+// gather instruction reads the table (table_lines); a word at a time (table_words), under 24 bytes: the
+// tiles of longer rows, as the SIMD bodies run them, were as fast or faster (the 2-core Intel Xeon built
+// without AVX-512, NCHW float32 small images, 12-48 MiB: DepthToSpace of 4 x 4 images, 16-byte rows,
+// 2.35x -> 1.48x the copy floor by the table; of 7 x 7, 28-byte rows, 1.33x -> 1.51x; of 14 x 14,
+// 1.10x -> 1.80x).
+inline int64_t table_rows_under() {
+#if DM_HAVE_AVX512
+    if (kAvx512) return kLine;
+#endif
+    return 24;
+}
+
 // The modes 0-3 of table_of: the words a run of units writes, 0 where the step has no such table.
 inline int64_t table_modes(const Step& st, Table* t, bool streamed) {
-#if DM_HAVE_AVX512
-    const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
+    const int64_t W = st.word, n = st.l0.n, R = st.l1.n, under = table_rows_under();
     const bool block = st.pattern == GATHER || st.pattern == SCATTER;
     // (blocks of 2 or 4 rows of 1, 2, 4 or 8 positions keep scatter_run's pixels, and the SIMD block bodies
     // where stored plainly: streamed, SpaceToDepth depth_first NHWC 4 x 4 with 4 channels, 64 MiB, 1.55x ->
     // 0.85x the copy floor by the table, but plainly, 8 MiB, 0.67x -> 1.07x; rows of whole 16-byte groups,
     // the copies)
     if (st.pattern == CONTIGUOUS) {
-        if (st.l0.s != 1 || st.l0.d != 1 || n * W >= kLine || n * W % 16 == 0) return false;
-    } else if (block ? (n * W >= kLine || (st.block != 3 && (n & (n - 1)) == 0 && (st.pattern == SCATTER || !streamed)) || st.block != R)
+        if (st.l0.s != 1 || st.l0.d != 1 || n * W >= under || n * W % 16 == 0) return false;
+    } else if (block ? (n * W >= under || (st.block != 3 && (n & (n - 1)) == 0 && (st.pattern == SCATTER || !streamed)) || st.block != R)
                      : (st.pattern != STRIDED || strided_fits(st))) {
         return false;
     }
@@ -676,22 +689,18 @@ inline int64_t table_modes(const Step& st, Table* t, bool streamed) {
         t->outer = outer;
         return on.n * unit;
     }
-#else
-    (void)st, (void)t, (void)streamed;
-#endif
     return 0;
 }
 
 // Whether a step's units make a table (see Table), filled when `tab` is given.
 inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
-#if DM_HAVE_AVX512
     if (st.table) {  // a UNITS step's own (merge_units)
         if (tab) *tab = *st.table;
         return true;
     }
     const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
     const bool block = st.pattern == GATHER || st.pattern == SCATTER;
-    if (!kAvx512 || (W != 4 && W != 8) || n < 1 || R < 1 || R > 4096 || st.no_table) return false;
+    if ((W != 4 && W != 8) || n < 1 || R < 1 || R > 4096 || st.no_table) return false;
     Table* t = tab ? tab : thread_table(true);
     if (!t) return false;
     // Units of loops around the tile (outer 4, up to kMergedWords): taken where the tiles come in runs under 1 KiB
@@ -706,9 +715,10 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
     // by the table)
     const bool bodies = !streamed && block && n * W % 16 == 0 && n * W >= 32 && st.nouter >= 2;
     const int64_t run = (st.nouter ? st.outer[st.nouter - 1].n : 1) * R * n * W * (bodies ? st.outer[st.nouter - 2].n : 1);
+    const int64_t under = table_rows_under();
     const bool rows_fit = run < 1024 &&
-                          (st.pattern == CONTIGUOUS ? st.l0.s == 1 && st.l0.d == 1 && n * W < kLine
-                           : block ? n * W < kLine && st.block == R : st.pattern == STRIDED && !strided_fits(st));
+                          (st.pattern == CONTIGUOUS ? st.l0.s == 1 && st.l0.d == 1 && n * W < under
+                           : block ? n * W < under && st.block == R : st.pattern == STRIDED && !strided_fits(st));
     // (each candidate's run from its loops' counts; the table filled only for the longest, and the next
     // longest where it is not dense: each fill writes up to 4096 words, and a call of 128 KiB takes a few us)
     int64_t spans[7] = {0};
@@ -722,10 +732,6 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
         if (units_around(st, best, t) > 0) return true;
         spans[best] = 0, refill = true;  // (not dense; its fill overwrote the modes' table)
     }
-#else
-    (void)st, (void)tab, (void)streamed;
-    return false;
-#endif
 }
 
 
@@ -757,13 +763,72 @@ __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src,
 }
 #endif
 
-// `count` units of a table (table_lines) from src + a into dst + b.
+// `count` units of a Table from src into dst, whose words follow each other, where the CPU has no
+// AVX-512F (AVX2, aarch64, any other): a word at a time, a unit's words in one loop; streamed, 16 bytes a
+// streaming store from registers (the table's words past its unit let a store's words read on into the
+// next unit), the words before dst's first 16 bytes and after its last as 4-byte ones. (Through an L1
+// buffer of 1 KiB chunks, SpaceToDepth blocks_first of 16 x 16 images, 48 MiB, streamed took 1.68x the
+// copy floor, plainly 1.09x; from registers, streamed, 1.45x: the 4-byte stores into the buffer likely
+// stalled its 16-byte loads.) On the 2-core
+// Intel Xeon built without AVX-512, the 126 NCHW float32 small-image cases of 12-48 MiB (see Table),
+// in turns: a median of 1.69x the copy floor tile by tile, 1.28x by this loop (56 -> 19 cases over 2x;
+// DepthToSpace of 2 x 2 images 5.55x -> 1.32x, BatchToSpace with crops of 4 x 4 3.78x -> 1.23x).
+template <int W, bool NT>
+DM_NOINLINE void table_words(const char* src, char* dst, const Table& tab, int64_t count) {
+    using Word = std::conditional_t<W == 4, uint32_t, uint64_t>;
+    const int64_t unit = tab.unit, step = tab.step * W, total = count * unit;
+    const int32_t* const at = tab.at;
+#if DM_HAVE_STREAM
+    if (NT && reinterpret_cast<uintptr_t>(dst) % W == 0) {
+        constexpr int64_t G = 16 / W;  // words a store
+        int64_t u = 0, r = 0;  // the next word, and its place in its unit (r + k, k < G, reads on past it)
+        const auto next = [&](int64_t k) {
+            for (r += k; r >= unit; r -= unit) src += step;
+        };
+        const auto one = [&]() {  // the word u, streamed as 4-byte words
+            for (int k = 0; k < W; k += 4) stream4(dst + u * W + k, src + (int64_t)at[r] * W + k);
+            next(1);
+        };
+        for (; u < total && reinterpret_cast<uintptr_t>(dst + u * W) % 16; ++u) one();
+        for (; u + G <= total; u += G) {
+            __m128i v;
+            if constexpr (W == 4) {
+                uint32_t w[4];
+                for (int k = 0; k < 4; ++k) std::memcpy(&w[k], src + (int64_t)at[r + k] * 4, 4);
+                v = _mm_set_epi32((int)w[3], (int)w[2], (int)w[1], (int)w[0]);
+            } else {
+                long long w[2];
+                for (int k = 0; k < 2; ++k) std::memcpy(&w[k], src + (int64_t)at[r + k] * 8, 8);
+                v = _mm_set_epi64x(w[1], w[0]);
+            }
+            _mm_stream_si128(reinterpret_cast<__m128i*>(dst + u * W), v);
+            next(G);
+        }
+        for (; u < total; ++u) one();
+        return;
+    }
+#endif
+    for (int64_t c = 0; c < count; ++c, src += step, dst += unit * W)
+        for (int64_t k = 0; k < unit; ++k) {
+            Word v;
+            std::memcpy(&v, src + (int64_t)at[k] * W, W);
+            std::memcpy(dst + k * W, &v, W);
+        }
+    (void)total;
+}
+
+// `count` units of a table from src + a into dst + b: table_lines where the CPU has AVX-512F, else
+// table_words.
 template <typename T, bool NT>
 inline void table_run(const T* src, T* dst, int64_t a, int64_t b, const Table& tab, int64_t count) {
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+        const char* from = reinterpret_cast<const char*>(src + a);
+        char* to = reinterpret_cast<char*>(dst + b);
 #if DM_HAVE_AVX512
-    if constexpr (sizeof(T) == 4 || sizeof(T) == 8)
-        table_lines<sizeof(T), NT>(reinterpret_cast<const char*>(src + a), reinterpret_cast<char*>(dst + b), tab, count);
+        if (kAvx512) return table_lines<sizeof(T), NT>(from, to, tab, count);
 #endif
+        table_words<sizeof(T), NT>(from, to, tab, count);
+    }
     (void)src, (void)dst, (void)a, (void)b, (void)tab, (void)count;
 }
 

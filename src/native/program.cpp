@@ -197,9 +197,8 @@ bool streams(Step* steps, int nsteps, const char* dst, bool registers) {
 
 bool merge_units(Step* steps, int* nsteps, Table** table) {
     *table = nullptr;
-#if DM_HAVE_AVX512
     const int count = *nsteps;
-    if (!kAvx512 || count < 2) return false;
+    if (count < 2) return false;
     const Step& first = steps[0];
     const int64_t W = first.word;
     if ((W != 4 && W != 8) || first.nouter < 1) return false;
@@ -249,28 +248,22 @@ bool merge_units(Step* steps, int* nsteps, Table** table) {
     *nsteps = 1;
     *table = t;
     return true;
-#else
-    (void)steps, (void)nsteps;
-    return false;
-#endif
 }
 
 void free_table(Table* table) { delete table; }
 
-#if DM_HAVE_AVX512
 // Rows [r0, r1) of a UNITS step: as many units of its table.
-template <int W, bool NT>
+template <typename T, bool NT>
 void run_units(const Step& st, char* src, char* dst, int64_t r0, int64_t r1) {
     const Loop& on = st.outer[0];
-    table_lines<W, NT>(src + (st.src0 + r0 * on.s) * W, dst + (st.dst0 + r0 * on.d) * W, *st.table, r1 - r0);
+    table_run<T, NT>(reinterpret_cast<const T*>(src), reinterpret_cast<T*>(dst), st.src0 + r0 * on.s, st.dst0 + r0 * on.d,
+                     *st.table, r1 - r0);
 }
-#endif
 
 RowsFn pick(const Step& st, bool stream) {
-#if DM_HAVE_AVX512
     if (st.pattern == UNITS)
-        return st.word == 4 ? (stream ? run_units<4, true> : run_units<4, false>) : (stream ? run_units<8, true> : run_units<8, false>);
-#endif
+        return st.word == 4 ? (stream ? run_units<uint32_t, true> : run_units<uint32_t, false>)
+                            : (stream ? run_units<uint64_t, true> : run_units<uint64_t, false>);
     switch (st.word) {
         case 1: return rows_for<uint8_t>(st.pattern, st.block, stream);
         case 2: return rows_for<uint16_t>(st.pattern, st.block, stream);
