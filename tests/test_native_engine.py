@@ -347,6 +347,16 @@ def streaming(monkeypatch):
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
 
 
+@pytest.fixture
+def windows(monkeypatch):
+    """SpaceToBatch with pads as windows and fills, however small its images (no units from tables:
+    datamove.engines.units), for the tests of those kernels; programs made afresh."""
+    from datamove.caches import BoundedCache
+
+    monkeypatch.setattr(native_engine, "space_to_batch_units", lambda *args: None)
+    monkeypatch.setattr(native_engine, "_PROGRAMS", BoundedCache(native_engine._MAX_PROGRAMS))
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once
 @given(space_batch_case(max_block=5), st.sampled_from(DTYPES), st.integers(0, 2**32 - 1))
 def test_streaming_stores_space_batch(streaming, case, dtype, seed):
@@ -611,6 +621,30 @@ def test_malformed_programs_are_refused():
             core.run(np.array(bad, np.int64).tobytes(), address, address, 1, False)
 
 
+def test_units_programs_with_their_tables():
+    """A UNITS step given in a program (SpaceToBatch of small images, datamove.engines.units): its loops
+    [count, src_step, unit], [parts, 0, part_step], [unit, 0, 1], then each part's table (input offsets,
+    or -2**31 for a zero); what it writes, and malformed ones refused."""
+    core = native_engine.core()
+    src = np.arange(1, 9, dtype=np.float32)
+    dst = np.full(10, -1, np.float32)
+    at = lambda a: a.__array_interface__["data"][0]  # noqa: E731
+    zero = -(2**31)
+    step = [7, 4, 0, 0, 0, 0, 1, 3, 2, 2, 2, 2, 0, 4, 2, 0, 1, 1, zero, 0, 1]
+    for stream in (0, 2):
+        dst[:] = -1
+        core.run(np.array([1] + step, np.int64).tobytes(), at(src), at(dst), 1, stream)
+        assert dst.tolist() == [-1, 2, 0, 4, 0, 1, 2, 3, 4, -1]
+    bad = [step[:-1], step[:7] + [2] + step[8:14] + step[17:],  # the tables cut short; two loops
+           step[:1] + [2] + step[2:], step[:1] + [16] + step[2:],  # words of 2 and 16 bytes
+           step[:10] + [3] + step[11:], step[:15] + [1] + step[16:],  # the units not one after another; l0.s
+           step[:11] + [0] + step[12:], step[:11] + [65] + step[12:] + [0] * 126,  # no parts; more than 64
+           step[:17] + [1 << 28] + step[18:], step[:14] + [4097] + step[15:] + [0] * 8190]  # offsets; a unit over 4096
+    for program in bad:
+        with pytest.raises(ValueError, match="malformed program"):
+            core.run(np.array([1] + program, np.int64).tobytes(), at(src), at(dst), 1, 0)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.complex128])
 def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
     """Streaming stores only where every piece streams whole (4-byte aligned, 4-byte multiples: no plain
@@ -658,8 +692,9 @@ def _steps(program):
     steps, i = [], 1
     for _ in range(a[0]):
         pattern, word, block, nloops = int(a[i]), int(a[i + 1]), int(a[i + 2]), int(a[i + 7])
-        steps.append((pattern, word, block, a[i + 8: i + 8 + 3 * nloops].reshape(-1, 3).tolist()))
-        i += 8 + 3 * nloops
+        loops = a[i + 8: i + 8 + 3 * nloops].reshape(-1, 3).tolist()
+        steps.append((pattern, word, block, loops))
+        i += 8 + 3 * nloops + (loops[1][0] * loops[2][0] if pattern == 7 else 0)  # (UNITS: then its tables)
     return steps
 
 
@@ -730,7 +765,7 @@ def test_streamed_gather_windows_taken_as_runs(streaming, threads, dtype, block,
                                              (np.float64, 2), (np.uint8, 16), (np.uint16, 4), (np.complex128, 2),
                                              (np.float16, 8)])
 @pytest.mark.parametrize("layout", ["tf", "channels_last"])
-def test_gather_windows_of_pixels(monkeypatch, stream, threads, dtype, channels, layout):
+def test_gather_windows_of_pixels(windows, monkeypatch, stream, threads, dtype, channels, layout):
     """SpaceToBatch of channels-last data (TensorFlow's NHWC, or NCHW stored channels-last) with pads on
     the blocked axes: each window position is a pixel of 2 to 32 bytes, one word, so the pads of the
     last blocked axis are written in the copy's pass. Bit for bit the spec's result and nothing outside
@@ -1059,6 +1094,71 @@ def test_small_images_with_crops_from_one_table(monkeypatch, stream, threads, sh
                 assert not written_outside(), offset
 
 
+@pytest.mark.parametrize("shape, block, pads_begin, pads_end, dtype", [
+    ((8, 1, 62, 126), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32),  # rows of 256 bytes: the windows
+    ((64, 16, 6, 6), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.uint16),  # 2-byte words
+    ((4, 2, 7, 7), [1, 1, 9, 8], [0, 0, 1, 0], [0, 0, 1, 1], np.float32),  # 72 block offsets
+    ((64, 16, 6, 6), [1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0], np.float32),  # no pads: the block tiles' tables
+    ((2, 2, 132, 122), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32)])  # a plane of 4154 words, rows of 248 bytes
+def test_space_to_batch_units_left_to_the_other_kernels(shape, block, pads_begin, pads_end, dtype):
+    """Where units from tables are not taken (datamove.engines.units): rows of 256 bytes and more, words
+    other than 4 or 8 bytes, over 64 block offsets, no pads, units over 4096 words. Bit for bit."""
+    data = random_array(shape, np.dtype(dtype), np.random.default_rng(5))
+    args = (block, pads_begin, pads_end)
+    expected = ref.space_to_batch(data, *args)
+    out = np.empty_like(expected)
+    plan = plans.space_to_batch(data.shape, expected.shape, *map(tuple, args))
+    assert all(step[0] != 7 for step in _steps(native_engine.program(plan, data, out)))
+    dm.space_to_batch(data, *args, out=out, engine="native")
+    assert same_bits(out, expected)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("shape, block, pads_begin, pads_end, layout, dtype, unit", [
+    ((517, 16, 6, 6), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], "nchw", np.float32, 256),  # an image a unit
+    ((13, 300, 10, 10), [1, 1, 3, 3], [0, 0, 1, 1], [0, 0, 1, 1], "nchw", np.float32, 16),  # a channel's plane
+    ((203, 3, 7, 5), [1, 1, 3, 2], [0, 0, 2, 0], [0, 0, 0, 1], "nchw", np.float64, 27),
+    ((389, 8, 2, 3), [1, 1, 4, 4], [0, 0, 1, 0], [0, 0, 1, 1], "nchw", np.int32, 8),
+    ((97, 4, 3, 4, 4), [1, 1, 2, 2, 2], [0, 0, 1, 1, 1], [0, 0, 0, 1, 1], "nchw", np.float32, 72),
+    ((611, 16, 4, 4), [1, 1, 3, 3], [0, 0, 1, 1], [0, 0, 1, 1], "nhwc", np.float32, 64),
+    ((433, 6, 6, 2), [1, 2, 2, 1], [0, 1, 0, 0], [0, 1, 2, 0], "nchw", np.float32, 32)])  # TensorFlow's NHWC
+def test_space_to_batch_of_small_images_from_tables(monkeypatch, stream, threads, shape, block, pads_begin, pads_end,
+                                                    layout, dtype, unit):
+    """SpaceToBatch of many small images with pads: one UNITS step, a part per block offset, each part's
+    units (an image, or a channel's plane where an image is over 4096 words) from a table of input
+    offsets with zeros for the pads (masked off the gather instruction where the CPU has AVX-512F), a
+    chunk of images for every part in turn. Bit for bit the spec's result and nothing outside it, at
+    every 4-byte offset into a line (8-byte for float64), inputs reversed along the last axis (negative
+    offsets), rows cut among 3 threads anywhere; a channel apart from image to image, where the units are
+    planes, the windows as before."""
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0 if stream else 1 << 62)
+    item = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(shape[0] * threads + shape[-1])
+    full = random_array(shape, np.dtype(dtype), rng)
+    wider = random_array((shape[0], shape[1] + 1) + shape[2:], np.dtype(dtype), rng)
+    args = (block, pads_begin, pads_end)
+    with _threads(threads):
+        for apart, data in ((False, full), (False, full[..., ::-1]), (True, wider[:, 1:])):
+            if layout == "nhwc":
+                data = np.ascontiguousarray(np.moveaxis(data, 1, -1)).transpose(0, 3, 1, 2)
+            expected = ref.space_to_batch(data, *args)
+            last = expected if layout == "nchw" else np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
+            plan = plans.space_to_batch(data.shape, expected.shape, *map(tuple, args))
+            for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
+                out = out if layout == "nchw" else out.transpose(0, 3, 1, 2)
+                steps = _steps(native_engine.program(plan, data, out))
+                planes = unit < int(np.prod(expected.shape[1:]))
+                if apart and planes:
+                    assert steps[0][0] != 7  # (the units' loop is no single loop)
+                else:
+                    assert [(step[0], step[3][-1][0]) for step in steps] == [(7, unit)]
+                dm.space_to_batch(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), offset
+                assert not written_outside(), offset
+
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("op, mode, block, shape, layout, dtype", [
@@ -1376,7 +1476,7 @@ def test_channels_last_pixels_of_a_few_channels(monkeypatch, stream):
             assert not raw[:start].any() and not raw[start + expected.size:].any()
 
 
-def test_short_rows_of_the_run_loops_store_plainly(monkeypatch):
+def test_short_rows_of_the_run_loops_store_plainly(windows, monkeypatch):
     """BatchToSpace with crops of 1 writes rows of 2W - 2 items: float32 rows under 256 bytes that do not all
     start on 16 bytes are stored plainly (a run loop beats streaming each row's ends 4 bytes at a time), long
     rows and rows all on 16 bytes (float64) stream. SpaceToBatch with pads: float32 gather window rows under
@@ -1440,7 +1540,7 @@ def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
     ("space_to_batch", (80, 3, 61, 30), ((1, 1, 3, 3), (0, 0, 2, 0), (0, 0, 0, 3))),
     ("batch_to_space", (504, 8, 8, 16), ((1, 1, 3, 3), (0, 0, 1, 2), (0, 0, 2, 1))),  # crop windows
 ])
-def test_programs_of_several_steps_run_in_bands(op, shape, args, threads):
+def test_programs_of_several_steps_run_in_bands(windows, op, shape, args, threads):
     """A program of several steps (windows, the fills of their padding) runs in bands of about 256 KiB of
     output, each band taking its share of every step in turn: outputs of 1.5-2.3 MiB make several bands a
     part, cut anywhere in the steps' rows, at every thread count; bit for bit the spec's result and nothing
@@ -1863,7 +1963,7 @@ def test_streamed_scatter_rows_off_lines_join_the_next_rows(streaming, threads):
                 assert not wide[..., expected.shape[-1]:].view(np.uint8).any(), (op.__name__, shape, dtype, gap)
 
 
-def test_short_rows_stream_where_the_plain_run_loop_cannot_take_them(streaming):
+def test_short_rows_stream_where_the_plain_run_loop_cannot_take_them(windows, streaming):
     """streams_whole stores short gather-window rows plainly only where the plain run loop takes them
     (runs_plainly, the rule both share): SpaceToBatch with a pad of 70 before 2 items and a block of 4
     has 18 blocks a row, none whole, 72 words outside the groups (the run loop's lists hold 64), so its

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from functools import lru_cache
-from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 __all__ = ["View", "Window", "Plan", "batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
@@ -75,6 +75,9 @@ class Plan(NamedTuple):
     # ``copies`` and ``fills``. Empty when the op has no such form.
     windows: Tuple[Window, ...] = ()
     window_fills: Tuple[View, ...] = ()
+    # What the plan computes, for engines that lower some ops another way (the native engine's tables of
+    # small images): ``("space_to_batch", block_shape, pads_begin, pads_end)``; empty for the others.
+    source: Tuple[Any, ...] = ()
 
 
 class _Piece(NamedTuple):
@@ -239,7 +242,8 @@ def space_to_batch(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], bloc
     # With windows the window axis's padding is written by them: keep the fills
     # of the other axes, those whose slab leaves the window axis whole.
     window_fills = tuple(f for f, axis in zip(fills, fill_axes) if axis != window_axis) if windows else ()
-    return Plan(tuple(out_shape), copies, tuple(fills), windows, window_fills)
+    return Plan(tuple(out_shape), copies, tuple(fills), windows, window_fills,
+                ("space_to_batch", tuple(block_shape), tuple(pads_begin), tuple(pads_end)))
 
 
 def _depth_views(space_shape: Tuple[int, ...], depth_shape: Tuple[int, ...], mode: str,

@@ -100,8 +100,16 @@
 namespace dm {
 
 
+// UNITS: whole units of output words from a table of their input offsets (zeros where kZeroWord), one
+// unit a row: made by merge_units from a program's steps, or given in a program with its table.
 enum Pattern { CONTIGUOUS = 0, GATHER = 1, SCATTER = 2, STRIDED = 3, FILL = 4, GATHER_WINDOW = 5, SCATTER_WINDOW = 6,
-               UNITS = 7 };  // UNITS: never in a program; the steps merge_units makes one of
+               UNITS = 7 };
+// A table's entry for a word of zeros (SpaceToBatch's pads), in a program and in a Table.
+constexpr int32_t kZeroWord = INT32_MIN;
+// The most parts of a UNITS step (SpaceToBatch: its block offsets, up to 4 x 4 x 4), and the input bytes
+// a chunk of its rows reads, for every part in turn (run_units: in the L2 cache from the first part on).
+constexpr int64_t kMaxParts = 64;
+constexpr int64_t kUnitsChunkBytes = 256 * 1024;
 
 constexpr int kMaxLoops = 256;
 constexpr int kMaxSteps = 1 << 16;
@@ -144,7 +152,9 @@ struct Step {
     int64_t at[4];         // block tiles: the offsets of the B rows (set by parse: no division per tile)
     bool nt;               // in a streamed program: whether this step streams (set by streams)
     bool no_table;         // run_rows: the rows of a part of a unit (table_of: no table)
-    const Table* table;    // UNITS: the units' table (merge_units), a row a unit
+    const Table* table;    // UNITS: the units' table (merge_units, or made from `given`), a row a unit
+    const int64_t* given;  // UNITS given in a program: the tables' entries there (parts x the unit's words)
+    int64_t parts, part_d; // UNITS: `parts` units a row, each from its own table (table[k]), part_d apart in dst
     bool reads_on;         // scatter windows of rows from 1 KiB: a tile's input rows go on where a later tile reads
     char* scratch;         // streamed: this thread's chunk buffer, kScratchBytes on a page (set by run_rows)
     struct Carry* carry;   // streamed: this thread's held partial line (set by run_rows)

@@ -18,6 +18,10 @@ bool streams(Step* steps, int nsteps, const char* dst, bool registers = false);
 struct Table;
 bool merge_units(Step* steps, int* nsteps, Table** table);
 void free_table(Table* table);
+// The tables of the UNITS steps a program gives (their entries after their loops): false where memory is
+// short (then free_given_tables, and no run). free_given_tables frees them once the program has run.
+bool given_tables(Step* steps, int nsteps);
+void free_given_tables(Step* steps, int nsteps);
 // The kernel of a step, plain or streamed.
 RowsFn pick(const Step& st, bool stream);
 

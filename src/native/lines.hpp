@@ -536,6 +536,7 @@ constexpr int kTableWords = 1024;
 constexpr int kMergedWords = 4096;
 struct Table {
     int64_t words, unit, units, step;  // step: the input offset from one unit to the next
+    bool zeros;   // some words are zeros (at[r] == kZeroWord: SpaceToBatch's pads)
     int outer;  // 0: a tile a unit, the loop outside going on; 1: the loop outside too, the next one going
                 // on; 2: the second loop outside too, the first going on (the input read row by row);
                 // 3: a tile's row a unit, each row of a run of tiles a piece of its own (rows far apart);
@@ -549,8 +550,10 @@ struct Table {
 // next unit (table_lines); a table then needs its unit's words and a line's more, not a line's worth of
 // units (a unit of 441 words, a 21 x 21 image: 16 units, 7056 words).
 inline void extend_table(Table* t, int64_t unit, int64_t step, int64_t L) {
-    for (int64_t k = 0; k < L; ++k) t->at[unit + k] = (int32_t)(t->at[k] + step);
-    t->words = unit + L, t->unit = unit, t->units = 1, t->step = step;
+    bool zeros = false;
+    for (int64_t k = 0; k < unit; ++k) zeros |= t->at[k] == kZeroWord;
+    for (int64_t k = 0; k < L; ++k) t->at[unit + k] = t->at[k] == kZeroWord ? kZeroWord : (int32_t)(t->at[k] + step);
+    t->words = unit + L, t->unit = unit, t->units = 1, t->step = step, t->zeros = zeros;
 }
 
 // A thread's table, on the heap (16 KiB: on the stack, with the tiles' frames, it overflowed the 32 KiB
@@ -740,25 +743,42 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
 // gather instruction (lane offsets from the table), stored plainly or streamed as strided_lines does; the
 // words after the last whole line one at a time, plainly. Word by word, SpaceToDepth depth_first NHWC
 // with 3 x 3 and 4 x 4 blocks took 1.5-2.6x the copy floor.
-template <int W, bool NT>
+// Z: the table has zeros (kZeroWord): their lanes masked off the gather, left zero.
+template <int W, bool NT, bool Z>
 __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src, char* dst, const Table& tab, int64_t count) {
     constexpr int L = kLine / W;
     const int64_t total = count * tab.unit, whole = total / L * L;
     const Shifted sh = shifted(NT ? dst : nullptr);  // (plainly: on a line, unshifted)
     __m512i prev = _mm512_setzero_si512();
+    const __m512i zero_word = _mm512_set1_epi32(kZeroWord);
     char* o = dst - sh.p;
     const char* base = src;
     for (int64_t u = 0, r = 0; u < whole; u += L, o += kLine) {
         __m512i vec;
-        if constexpr (W == 4) vec = _mm512_i32gather_epi32(_mm512_loadu_si512(tab.at + r), base, 4);
-        else vec = _mm512_i32gather_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.at + r)), base, 8);
+        if constexpr (W == 4) {
+            const __m512i at = _mm512_loadu_si512(tab.at + r);
+            if constexpr (Z)
+                vec = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), _mm512_cmpneq_epi32_mask(at, zero_word), at, base, 4);
+            else
+                vec = _mm512_i32gather_epi32(at, base, 4);
+        } else {
+            const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.at + r));
+            if constexpr (Z)
+                vec = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(),
+                                                  (__mmask8)(_mm512_cmpneq_epi32_mask(_mm512_castsi256_si512(at), zero_word) & 0xFF),
+                                                  at, base, 8);
+            else
+                vec = _mm512_i32gather_epi64(at, base, 8);
+        }
         for (r += L; r >= tab.unit; r -= tab.unit) base += tab.step * W;
         put_shifted<NT>(o, sh, prev, vec, !u);
         prev = vec;
     }
     if (NT && whole) shifted_last(o, sh, prev);
     for (int64_t u = whole; u < total; ++u) {
-        std::memcpy(dst + u * W, src + ((u / tab.unit) * tab.step + tab.at[u % tab.unit]) * W, W);
+        const int32_t at = tab.at[u % tab.unit];
+        if (Z && at == kZeroWord) std::memset(dst + u * W, 0, W);
+        else std::memcpy(dst + u * W, src + ((u / tab.unit) * tab.step + at) * W, W);
     }
 }
 #endif
@@ -773,11 +793,14 @@ __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src,
 // Intel Xeon built without AVX-512, the 126 NCHW float32 small-image cases of 12-48 MiB (see Table),
 // in turns: a median of 1.69x the copy floor tile by tile, 1.28x by this loop (56 -> 19 cases over 2x;
 // DepthToSpace of 2 x 2 images 5.55x -> 1.32x, BatchToSpace with crops of 4 x 4 3.78x -> 1.23x).
-template <int W, bool NT>
+template <int W, bool NT, bool Z>
 DM_NOINLINE void table_words(const char* src, char* dst, const Table& tab, int64_t count) {
     using Word = std::conditional_t<W == 4, uint32_t, uint64_t>;
     const int64_t unit = tab.unit, step = tab.step * W, total = count * unit;
     const int32_t* const at = tab.at;
+    static const Word none = 0;
+    // (a zero word's load from `none`, not a branch)
+    const auto word = [&](int32_t a) { return Z && a == kZeroWord ? reinterpret_cast<const char*>(&none) : src + (int64_t)a * W; };
 #if DM_HAVE_STREAM
     if (NT && reinterpret_cast<uintptr_t>(dst) % W == 0) {
         constexpr int64_t G = 16 / W;  // words a store
@@ -786,7 +809,7 @@ DM_NOINLINE void table_words(const char* src, char* dst, const Table& tab, int64
             for (r += k; r >= unit; r -= unit) src += step;
         };
         const auto one = [&]() {  // the word u, streamed as 4-byte words
-            for (int k = 0; k < W; k += 4) stream4(dst + u * W + k, src + (int64_t)at[r] * W + k);
+            for (int k = 0; k < W; k += 4) stream4(dst + u * W + k, word(at[r]) + k);
             next(1);
         };
         for (; u < total && reinterpret_cast<uintptr_t>(dst + u * W) % 16; ++u) one();
@@ -794,11 +817,11 @@ DM_NOINLINE void table_words(const char* src, char* dst, const Table& tab, int64
             __m128i v;
             if constexpr (W == 4) {
                 uint32_t w[4];
-                for (int k = 0; k < 4; ++k) std::memcpy(&w[k], src + (int64_t)at[r + k] * 4, 4);
+                for (int k = 0; k < 4; ++k) std::memcpy(&w[k], word(at[r + k]), 4);
                 v = _mm_set_epi32((int)w[3], (int)w[2], (int)w[1], (int)w[0]);
             } else {
                 long long w[2];
-                for (int k = 0; k < 2; ++k) std::memcpy(&w[k], src + (int64_t)at[r + k] * 8, 8);
+                for (int k = 0; k < 2; ++k) std::memcpy(&w[k], word(at[r + k]), 8);
                 v = _mm_set_epi64x(w[1], w[0]);
             }
             _mm_stream_si128(reinterpret_cast<__m128i*>(dst + u * W), v);
@@ -811,7 +834,7 @@ DM_NOINLINE void table_words(const char* src, char* dst, const Table& tab, int64
     for (int64_t c = 0; c < count; ++c, src += step, dst += unit * W)
         for (int64_t k = 0; k < unit; ++k) {
             Word v;
-            std::memcpy(&v, src + (int64_t)at[k] * W, W);
+            std::memcpy(&v, word(at[k]), W);
             std::memcpy(dst + k * W, &v, W);
         }
     (void)total;
@@ -825,9 +848,10 @@ inline void table_run(const T* src, T* dst, int64_t a, int64_t b, const Table& t
         const char* from = reinterpret_cast<const char*>(src + a);
         char* to = reinterpret_cast<char*>(dst + b);
 #if DM_HAVE_AVX512
-        if (kAvx512) return table_lines<sizeof(T), NT>(from, to, tab, count);
+        if (kAvx512) return tab.zeros ? table_lines<sizeof(T), NT, true>(from, to, tab, count)
+                                      : table_lines<sizeof(T), NT, false>(from, to, tab, count);
 #endif
-        table_words<sizeof(T), NT>(from, to, tab, count);
+        tab.zeros ? table_words<sizeof(T), NT, true>(from, to, tab, count) : table_words<sizeof(T), NT, false>(from, to, tab, count);
     }
     (void)src, (void)dst, (void)a, (void)b, (void)tab, (void)count;
 }

@@ -32,12 +32,19 @@ PyObject* py_run(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, "datamove._native.run: a malformed program");
         return nullptr;
     }
+    if (!given_tables(steps, nsteps)) {
+        free_given_tables(steps, nsteps);
+        delete[] steps;
+        PyBuffer_Release(&program);
+        return PyErr_NoMemory();
+    }
     merge_units(steps, &nsteps, &table);
     Job job{0, steps, nsteps, total, reinterpret_cast<char*>(src), reinterpret_cast<char*>(dst),
             stream != 0 && DM_HAVE_STREAM && streams(steps, nsteps, reinterpret_cast<char*>(dst), stream == 1), 1};
     threads = std::max(1, std::min(threads, kMaxThreads));
     Py_BEGIN_ALLOW_THREADS run_job(job, threads);
     Py_END_ALLOW_THREADS free_table(table);
+    free_given_tables(steps, nsteps);
     delete[] steps;
     PyBuffer_Release(&program);
     Py_RETURN_NONE;
@@ -100,9 +107,11 @@ PyObject* py_streams(PyObject*, PyObject* args) {
     int nsteps = steps != nullptr ? (int)p[0] : 0;
     const bool ok = steps != nullptr && parse(p, n, steps, nsteps, &total);
     Table* table = nullptr;
-    if (ok) merge_units(steps, &nsteps, &table);
-    const bool result = ok && DM_HAVE_STREAM && streams(steps, nsteps, reinterpret_cast<char*>(dst), registers != 0);
+    const bool tables = ok && given_tables(steps, nsteps);
+    if (tables) merge_units(steps, &nsteps, &table);
+    const bool result = tables && DM_HAVE_STREAM && streams(steps, nsteps, reinterpret_cast<char*>(dst), registers != 0);
     free_table(table);
+    if (ok) free_given_tables(steps, nsteps);
     delete[] steps;
     PyBuffer_Release(&program);
     if (!ok) {

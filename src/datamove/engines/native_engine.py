@@ -37,7 +37,8 @@ from ..outputs import allocate
 from ..caches import BoundedCache
 from ..plans import Plan
 from . import numpy_engine
-from .strided import _address, fan_out_first, lower, lower_fill, lower_window
+from .strided import _address, _lowest_offset, fan_out_first, lower, lower_fill, lower_window
+from .units import space_to_batch_units
 
 if TYPE_CHECKING:
     from ..call import Call
@@ -173,7 +174,12 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
     found = _PROGRAMS.get(key)
     if found is not None:
         return found
-    steps = _windowed(plan, data, out, addresses, stream) if plan.windows else None
+    steps: Optional[List[Any]] = None
+    if plan.source:  # SpaceToBatch of small images with pads: units from tables
+        item = data.dtype.itemsize
+        steps = space_to_batch_units(plan, data, out, (-_lowest_offset(data) // item, -_lowest_offset(out) // item))
+    if steps is None and plan.windows:
+        steps = _windowed(plan, data, out, addresses, stream)
     if steps is None:
         steps = []
         for src, dst in plan.copies:
@@ -185,7 +191,7 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
         for view in plan.fills:
             fill = lower_fill(out, view, widest=16, address=addresses[1])
             steps += _split("fill", fill.word, 0, 0, fill.dst_start, fill.loops)
-    found = np.array([len(steps)] + [x for s in steps for x in s], dtype=np.int64).tobytes()
+    found = np.concatenate([np.array([len(steps)], np.int64)] + [np.asarray(s, np.int64) for s in steps]).tobytes()
     return _PROGRAMS.put(key, found)
 
 

@@ -1,0 +1,135 @@
+"""SpaceToBatch of many small images with pads, as whole units from tables (the native engine's).
+
+Its windows write each row of an image as a few words, and its pads are fill
+steps of their own: for images of a few pixels each tile's set-up costs more
+than its words (3-4x the copy floor). Here each block offset's output is a run
+of *units*, an image (or one channel plane of it) after another, and one table
+says where each word of a unit comes from in its input image, or that it is a
+pad (a zero). The native core then copies the units a line at a time from the
+table (``UNITS`` steps, ``src/native/program.cpp``); the tables come from the
+spec's formula, once for a layout.
+
+>>> import numpy as np
+>>> from datamove import plans
+>>> data = np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)
+>>> plan = plans.space_to_batch(data.shape, (8, 3, 2, 2), (1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))
+>>> out = np.empty(plan.out_shape, np.float32)
+>>> steps = space_to_batch_units(plan, data, out, (0, 0))
+>>> step, = steps
+>>> step[8:17].tolist()  # 2 images of 12 words, 12 apart on both sides; 4 block offsets, 24 words apart in out
+[2, 12, 12, 4, 0, 24, 12, 0, 1]
+>>> step[17:21].tolist()  # block offset (0, 0), channel 0: three pads, then the input's word 3 (row 1, column 1)
+[-2147483648, -2147483648, -2147483648, 3]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+from ..plans import Plan
+
+__all__ = ["space_to_batch_units", "UNIT_WORDS", "ZERO", "ROW_BYTES", "MAX_PARTS"]
+
+#: The most words a unit holds (``kMergedWords`` in ``src/native/lines.hpp``).
+UNIT_WORDS = 4096
+#: A table's entry for a word of zeros (``kZeroWord`` in ``src/native/common.hpp``).
+ZERO = -(2**31)
+#: Output rows from this many bytes keep the windows: their tiles copy long runs at the copy's speed
+#: (NCHW 62 x 126 images with a 2 x 2 block, 64 MiB, rows of 256 bytes: 0.80-0.83x the copy floor by the
+#: windows, 1.30-1.43x by units). Channels-last pixels of 64 to 4096 bytes took units at 0.74-1.39x,
+#: the windows at 0.75-3.18x (2 x 2 to 14 x 14 images, 4-48 MiB, same process, in turns).
+ROW_BYTES = 256
+#: The most block offsets (``kMaxParts``).
+MAX_PARTS = 64
+_UNITS = 7  # the step's pattern (``UNITS``)
+_LINE = 64
+
+
+def space_to_batch_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
+                         starts: Sequence[int]) -> Optional[List[np.ndarray[Any, Any]]]:
+    """The steps of a SpaceToBatch ``plan`` with pads on ``data`` into ``out`` as units from tables, or None.
+
+    ``starts``: where element 0 of ``data`` and of ``out`` lie from their lowest addresses, in items.
+    Taken where the items are 4 or 8 bytes, the output's rows (its axis of the
+    smallest stride, where that is blocked or padded; channels-last pixels
+    take units whatever their size) are under :data:`ROW_BYTES`, and a unit fits
+    :data:`UNIT_WORDS` words: an image (every axis but the batch), or else a
+    plane of it (the axes after the second, which then has no block or pads,
+    as NCHW's channels), laid out densely in ``out`` with the next batch's unit
+    right after it. One step: ``[UNITS, item, 0, 0, 0, src, dst, 3, count,
+    src_step, unit, parts, 0, part_step, unit, 0, 1]``, a part per block
+    offset, followed by each part's ``unit`` entries: an input offset (items
+    from the unit's first input item) or :data:`ZERO`.
+    """
+    source = plan.source
+    if not source or source[0] != "space_to_batch" or not (plan.fills or plan.window_fills):
+        return None
+    _, block, pads_begin, pads_end = source
+    item, groups = data.dtype.itemsize, math.prod(block)
+    if item not in (4, 8) or data.ndim < 3 or any(s % item for s in data.strides + out.strides) or groups > MAX_PARTS:
+        return None
+    # The output's innermost axis: the windows' rows where it is blocked or padded (long rows keep them),
+    # else pixels (channels-last), which the windows take one at a time: units however long.
+    rows = min((a for a in range(out.ndim) if out.shape[a] > 1), key=lambda a: abs(out.strides[a]), default=None)
+    if rows is None or (block[rows] > 1 or pads_begin[rows] or pads_end[rows]) and out.shape[rows] * item >= ROW_BYTES:
+        return None
+    src_strides = [s // item for s in data.strides]
+    dst_strides = [s // item for s in out.strides]
+    batch = data.shape[0]
+    for first in (1, 2):  # the unit's first axis: the image, else a plane of it
+        if first == 2 and (block[1] != 1 or pads_begin[1] or pads_end[1] or data.ndim < 4):
+            return None
+        unit = math.prod(out.shape[first:])
+        if not 1 <= unit <= UNIT_WORDS:
+            continue
+        if first == 1:
+            count, src_step, dst_step = batch, src_strides[0], dst_strides[0]
+        else:  # the batch and the second axis as one loop
+            channels = data.shape[1]
+            if src_strides[0] != channels * src_strides[1] or dst_strides[0] != channels * dst_strides[1]:
+                return None
+            count, src_step, dst_step = batch * channels, src_strides[1], dst_strides[1]
+        # the unit's words in out: every offset from its lowest once, the next unit right after it
+        offsets = _offsets(out.shape[first:], dst_strides[first:])
+        low = int(offsets.min())
+        if dst_step != unit or not np.array_equal(np.sort(offsets.ravel() - low), np.arange(unit)):
+            continue
+        tables = _tables(data.shape, src_strides, out.shape, block, pads_begin, first)
+        reach = -(-(_LINE // item) // unit) * abs(src_step)  # (the core's table reads on into the next units)
+        if int(np.abs(tables[tables != ZERO]).max(initial=0)) + reach >= 1 << 28:
+            return None
+        table = np.full((groups, unit), ZERO, np.int64)
+        table[:, offsets.ravel() - low] = tables.reshape(groups, unit)
+        head = [_UNITS, item, 0, 0, 0, starts[0], starts[1] + low, 3, count, src_step, unit, groups, 0,
+                batch * dst_strides[0], unit, 0, 1]
+        return [np.concatenate([np.array(head, np.int64), table.ravel()])]
+    return None
+
+
+def _offsets(shape: Sequence[int], strides: Sequence[int]) -> np.ndarray[Any, Any]:
+    """Each index's offset ``sum(i_k * strides[k])``, as an array of ``shape``."""
+    offsets = np.zeros(tuple(shape), np.int64)
+    for axis, (n, s) in enumerate(zip(shape, strides)):
+        offsets += (np.arange(n, dtype=np.int64) * s).reshape((n,) + (1,) * (len(shape) - axis - 1))
+    return offsets
+
+
+def _tables(in_shape: Sequence[int], src_strides: Sequence[int], out_shape: Sequence[int], block: Sequence[int],
+            pads_begin: Sequence[int], first: int) -> np.ndarray[Any, Any]:
+    """Per block offset, each output word of one unit (by its index, not yet its place in memory): the input
+    offset it copies (from the unit's first input item), or ZERO. The spec's ``out[(b, n), q] =
+    data[n, q * B + b - PB]``, the batch index ``b`` counting the block offsets row-major."""
+    axes = range(first, len(in_shape))
+    groups = np.indices(tuple(block[1:])).reshape(len(block) - 1, -1)  # each block offset's b, per axis
+    table = np.zeros((groups.shape[1],) + tuple(out_shape[first:]), np.int64)
+    inside = np.ones(table.shape, np.bool_)
+    for k, axis in enumerate(axes):
+        shape = (-1,) + (1,) * k + (out_shape[axis],) + (1,) * (len(in_shape) - axis - 1)
+        x = (np.arange(out_shape[axis]) * block[axis])[None, :] + groups[axis - 1][:, None] - pads_begin[axis]
+        x = x.reshape(shape)
+        table += x * src_strides[axis]
+        inside &= (x >= 0) & (x < in_shape[axis])
+    return np.where(inside, table, ZERO)
