@@ -353,7 +353,7 @@ def windows(monkeypatch):
     datamove.engines.units), for the tests of those kernels; programs made afresh."""
     from datamove.caches import BoundedCache
 
-    monkeypatch.setattr(native_engine, "space_to_batch_units", lambda *args: None)
+    monkeypatch.setattr(native_engine, "lower_units", lambda *args: None)
     monkeypatch.setattr(native_engine, "_PROGRAMS", BoundedCache(native_engine._MAX_PROGRAMS))
 
 
@@ -1094,22 +1094,62 @@ def test_small_images_with_crops_from_one_table(monkeypatch, stream, threads, sh
                 assert not written_outside(), offset
 
 
-@pytest.mark.parametrize("shape, block, pads_begin, pads_end, dtype", [
-    ((8, 1, 62, 126), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32),  # rows of 256 bytes: the windows
-    ((64, 16, 6, 6), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.uint16),  # 2-byte words
-    ((4, 2, 7, 7), [1, 1, 9, 8], [0, 0, 1, 0], [0, 0, 1, 1], np.float32),  # 72 block offsets
-    ((64, 16, 6, 6), [1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0], np.float32),  # no pads: the block tiles' tables
-    ((2, 2, 132, 122), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32)])  # a plane of 4154 words, rows of 248 bytes
-def test_space_to_batch_units_left_to_the_other_kernels(shape, block, pads_begin, pads_end, dtype):
-    """Where units from tables are not taken (datamove.engines.units): rows of 256 bytes and more, words
-    other than 4 or 8 bytes, over 64 block offsets, no pads, units over 4096 words. Bit for bit."""
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("shape, block, crops_begin, crops_end, layout, dtype", [
+    ((4 * 389, 16, 4, 4), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], "nhwc", np.float32),
+    ((9 * 131, 64, 2, 3), [1, 1, 3, 3], [0, 0, 2, 0], [0, 0, 1, 2], "nhwc", np.float64),
+    ((8 * 67, 4, 3, 2, 2), [1, 1, 2, 2, 2], [0, 0, 1, 0, 1], [0, 0, 0, 1, 1], "nhwc", np.int32),
+    ((4 * 301, 3, 5, 8), [1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 3, 0], "nchw", np.float32)])  # TensorFlow's NHWC
+def test_channels_last_batch_to_space_of_small_images_from_tables(monkeypatch, stream, threads, shape, block,
+                                                                  crops_begin, crops_end, layout, dtype):
+    """Channels-last BatchToSpace of many small images with crops: one UNITS step, each output image a
+    unit whose table reads every block offset's input image (out.shape[0] images apart), where its windows
+    copied a pixel at a time. Bit for bit the spec's result and nothing outside it, at every 4-byte
+    offset into a line (8-byte for float64), inputs reversed along the last axis, rows cut among 3
+    threads anywhere."""
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0 if stream else 1 << 62)
+    item = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(shape[0] * threads + shape[-1])
+    full = random_array(shape, np.dtype(dtype), rng)
+    args = (block, crops_begin, crops_end)
+    with _threads(threads):
+        for data in (full, full[..., ::-1]):
+            if layout == "nhwc":
+                data = np.ascontiguousarray(np.moveaxis(data, 1, -1))
+                data = np.moveaxis(data, -1, 1)
+            expected = ref.batch_to_space(data, *args)
+            last = expected if layout == "nchw" else np.ascontiguousarray(np.moveaxis(expected, 1, -1))
+            plan = plans.batch_to_space(data.shape, expected.shape, *map(tuple, args))
+            for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
+                out = out if layout == "nchw" else np.moveaxis(out, -1, 1)
+                steps = _steps(native_engine.program(plan, data, out))
+                assert [(step[0], step[3][-1][0]) for step in steps] == [(7, int(np.prod(expected.shape[1:])))]
+                dm.batch_to_space(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), offset
+                assert not written_outside(), offset
+
+
+@pytest.mark.parametrize("op, shape, block, begin, end, dtype", [
+    ("space_to_batch", (8, 1, 62, 126), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32),  # rows of 256 bytes
+    ("space_to_batch", (64, 16, 6, 6), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.uint16),  # 2-byte words
+    ("space_to_batch", (4, 2, 7, 7), [1, 1, 9, 8], [0, 0, 1, 0], [0, 0, 1, 1], np.float32),  # 72 block offsets
+    ("space_to_batch", (64, 16, 6, 6), [1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0], np.float32),  # no pads
+    ("space_to_batch", (2, 2, 132, 122), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32),  # planes of 4154 words
+    ("batch_to_space", (4 * 64, 16, 3, 3), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32),  # NCHW: merge_units
+    ("batch_to_space", (4 * 64, 3, 3, 16), [1, 2, 2, 1], [0, 0, 0, 0], [0, 0, 0, 0], np.float32)])  # no crops
+def test_units_left_to_the_other_kernels(op, shape, block, begin, end, dtype):
+    """Where units from tables are not taken (datamove.engines.units): SpaceToBatch with rows of 256 bytes
+    and more, words other than 4 or 8 bytes, over 64 block offsets, no pads, units over 4096 words;
+    BatchToSpace NCHW (its windows merged in the core) or without crops. Bit for bit."""
     data = random_array(shape, np.dtype(dtype), np.random.default_rng(5))
-    args = (block, pads_begin, pads_end)
-    expected = ref.space_to_batch(data, *args)
+    args = (block, begin, end)
+    expected = getattr(ref, op)(data, *args)
     out = np.empty_like(expected)
-    plan = plans.space_to_batch(data.shape, expected.shape, *map(tuple, args))
+    plan = getattr(plans, op)(data.shape, expected.shape, *map(tuple, args))
     assert all(step[0] != 7 for step in _steps(native_engine.program(plan, data, out)))
-    dm.space_to_batch(data, *args, out=out, engine="native")
+    getattr(dm, op)(data, *args, out=out, engine="native")
     assert same_bits(out, expected)
 
 

@@ -76,7 +76,8 @@ class Plan(NamedTuple):
     windows: Tuple[Window, ...] = ()
     window_fills: Tuple[View, ...] = ()
     # What the plan computes, for engines that lower some ops another way (the native engine's tables of
-    # small images): ``("space_to_batch", block_shape, pads_begin, pads_end)``; empty for the others.
+    # small images): ``("space_to_batch", block_shape, pads_begin, pads_end)`` or ``("batch_to_space",
+    # block_shape, crops_begin, crops_end)``; empty for the others.
     source: Tuple[Any, ...] = ()
 
 
@@ -195,7 +196,8 @@ def batch_to_space(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], bloc
         for dst, src in _space_batch_views(len(out_shape), batch, block_shape, pieces)
     )
     windows, _ = _windows(len(out_shape), batch, block_shape, pieces, region, data_shape[1:], "dst")
-    return Plan(tuple(out_shape), copies, (), windows)
+    return Plan(tuple(out_shape), copies, (), windows, (),
+                ("batch_to_space", tuple(block_shape), tuple(crops_begin), tuple(crops_end)))
 
 
 @lru_cache(maxsize=256)

@@ -38,7 +38,7 @@ from ..caches import BoundedCache
 from ..plans import Plan
 from . import numpy_engine
 from .strided import _address, _lowest_offset, fan_out_first, lower, lower_fill, lower_window
-from .units import space_to_batch_units
+from .units import lower_units
 
 if TYPE_CHECKING:
     from ..call import Call
@@ -175,9 +175,9 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
     if found is not None:
         return found
     steps: Optional[List[Any]] = None
-    if plan.source:  # SpaceToBatch of small images with pads: units from tables
+    if plan.source:  # SpaceToBatch and BatchToSpace of small images: units from tables
         item = data.dtype.itemsize
-        steps = space_to_batch_units(plan, data, out, (-_lowest_offset(data) // item, -_lowest_offset(out) // item))
+        steps = lower_units(plan, data, out, (-_lowest_offset(data) // item, -_lowest_offset(out) // item))
     if steps is None and plan.windows:
         steps = _windowed(plan, data, out, addresses, stream)
     if steps is None:

@@ -1,20 +1,21 @@
-"""SpaceToBatch of many small images with pads, as whole units from tables (the native engine's).
+"""SpaceToBatch and BatchToSpace of many small images, as whole units from tables (the native engine's).
 
-Its windows write each row of an image as a few words, and its pads are fill
-steps of their own: for images of a few pixels each tile's set-up costs more
-than its words (3-4x the copy floor). Here each block offset's output is a run
-of *units*, an image (or one channel plane of it) after another, and one table
-says where each word of a unit comes from in its input image, or that it is a
-pad (a zero). The native core then copies the units a line at a time from the
-table (``UNITS`` steps, ``src/native/program.cpp``); the tables come from the
-spec's formula, once for a layout.
+SpaceToBatch's windows write each row of an image as a few words, and its pads
+are fill steps of their own; channels-last BatchToSpace's windows copy a pixel
+at a time: for images of a few pixels each tile's set-up costs more than its
+words (2-4x the copy floor). Here the output is a run of *units*, an image (or
+one channel plane of it) after another (for SpaceToBatch, a run per block
+offset), and a table says where each word of a unit comes from in the input,
+or that it is a pad (a zero). The native core then copies the units a line at
+a time from the tables (``UNITS`` steps, ``src/native/program.cpp``); the
+tables come from the spec's formulas, once for a layout.
 
 >>> import numpy as np
 >>> from datamove import plans
 >>> data = np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)
 >>> plan = plans.space_to_batch(data.shape, (8, 3, 2, 2), (1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))
 >>> out = np.empty(plan.out_shape, np.float32)
->>> steps = space_to_batch_units(plan, data, out, (0, 0))
+>>> steps = lower_units(plan, data, out, (0, 0))
 >>> step, = steps
 >>> step[8:17].tolist()  # 2 images of 12 words, 12 apart on both sides; 4 block offsets, 24 words apart in out
 [2, 12, 12, 4, 0, 24, 12, 0, 1]
@@ -31,7 +32,7 @@ import numpy as np
 
 from ..plans import Plan
 
-__all__ = ["space_to_batch_units", "UNIT_WORDS", "ZERO", "ROW_BYTES", "MAX_PARTS"]
+__all__ = ["lower_units", "UNIT_WORDS", "ZERO", "ROW_BYTES", "MAX_PARTS"]
 
 #: The most words a unit holds (``kMergedWords`` in ``src/native/lines.hpp``).
 UNIT_WORDS = 4096
@@ -48,63 +49,78 @@ _UNITS = 7  # the step's pattern (``UNITS``)
 _LINE = 64
 
 
-def space_to_batch_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
-                         starts: Sequence[int]) -> Optional[List[np.ndarray[Any, Any]]]:
-    """The steps of a SpaceToBatch ``plan`` with pads on ``data`` into ``out`` as units from tables, or None.
+def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
+                starts: Sequence[int]) -> Optional[List[np.ndarray[Any, Any]]]:
+    """The steps of ``plan`` on ``data`` into ``out`` as units from tables, or None where it takes none.
 
     ``starts``: where element 0 of ``data`` and of ``out`` lie from their lowest addresses, in items.
-    Taken where the items are 4 or 8 bytes, the output's rows (its axis of the
-    smallest stride, where that is blocked or padded; channels-last pixels
-    take units whatever their size) are under :data:`ROW_BYTES`, and a unit fits
-    :data:`UNIT_WORDS` words: an image (every axis but the batch), or else a
-    plane of it (the axes after the second, which then has no block or pads,
-    as NCHW's channels), laid out densely in ``out`` with the next batch's unit
-    right after it. One step: ``[UNITS, item, 0, 0, 0, src, dst, 3, count,
-    src_step, unit, parts, 0, part_step, unit, 0, 1]``, a part per block
-    offset, followed by each part's ``unit`` entries: an input offset (items
-    from the unit's first input item) or :data:`ZERO`.
+    Taken for SpaceToBatch with pads and for channels-last BatchToSpace with
+    crops (NCHW's windows the core merges itself: ``merge_units``), where the
+    items are 4 or 8 bytes, the output's rows (its axis of the smallest
+    stride, where that is blocked, padded or cropped; channels-last pixels
+    take units whatever their size) are under :data:`ROW_BYTES`, and a unit
+    fits :data:`UNIT_WORDS` words: an output image (every axis but the batch),
+    or else a plane of it (the axes after the second, which then has no block,
+    pads or crops, as NCHW's channels), laid out densely in ``out`` with the
+    next batch's unit right after it. One step: ``[UNITS, item, 0, 0, 0, src,
+    dst, 3, count, src_step, unit, parts, 0, part_step, unit, 0, 1]``, a part
+    per block offset for SpaceToBatch (one for BatchToSpace, whose units
+    read every block offset's input image), followed by each part's ``unit``
+    entries: an input offset (items from the unit's first input item) or
+    :data:`ZERO`.
     """
     source = plan.source
-    if not source or source[0] != "space_to_batch" or not (plan.fills or plan.window_fills):
+    if not source:
         return None
-    _, block, pads_begin, pads_end = source
+    op, block, begin, end = source  # (pads or crops)
+    if op == "space_to_batch" and not (plan.fills or plan.window_fills):
+        return None
     item, groups = data.dtype.itemsize, math.prod(block)
     if item not in (4, 8) or data.ndim < 3 or any(s % item for s in data.strides + out.strides) or groups > MAX_PARTS:
         return None
     # The output's innermost axis: the windows' rows where it is blocked or padded (long rows keep them),
     # else pixels (channels-last), which the windows take one at a time: units however long.
     rows = min((a for a in range(out.ndim) if out.shape[a] > 1), key=lambda a: abs(out.strides[a]), default=None)
-    if rows is None or (block[rows] > 1 or pads_begin[rows] or pads_end[rows]) and out.shape[rows] * item >= ROW_BYTES:
+    spatial = rows is not None and (block[rows] > 1 or begin[rows] or end[rows])
+    if rows is None or spatial and out.shape[rows] * item >= ROW_BYTES:
+        return None
+    if op == "batch_to_space" and (spatial or not any(begin) and not any(end)):
         return None
     src_strides = [s // item for s in data.strides]
     dst_strides = [s // item for s in out.strides]
-    batch = data.shape[0]
+    batch = out.shape[0]  # the batch of the space side, which both ops' units go along
     for first in (1, 2):  # the unit's first axis: the image, else a plane of it
-        if first == 2 and (block[1] != 1 or pads_begin[1] or pads_end[1] or data.ndim < 4):
+        if first == 2 and (block[1] != 1 or begin[1] or end[1] or data.ndim < 4):
             return None
         unit = math.prod(out.shape[first:])
         if not 1 <= unit <= UNIT_WORDS:
             continue
         if first == 1:
-            count, src_step, dst_step = batch, src_strides[0], dst_strides[0]
+            count, src_step, dst_step = batch if op == "batch_to_space" else data.shape[0], src_strides[0], dst_strides[0]
         else:  # the batch and the second axis as one loop
             channels = data.shape[1]
             if src_strides[0] != channels * src_strides[1] or dst_strides[0] != channels * dst_strides[1]:
                 return None
-            count, src_step, dst_step = batch * channels, src_strides[1], dst_strides[1]
+            count = (batch if op == "batch_to_space" else data.shape[0]) * channels
+            src_step, dst_step = src_strides[1], dst_strides[1]
         # the unit's words in out: every offset from its lowest once, the next unit right after it
         offsets = _offsets(out.shape[first:], dst_strides[first:])
         low = int(offsets.min())
         if dst_step != unit or not np.array_equal(np.sort(offsets.ravel() - low), np.arange(unit)):
             continue
-        tables = _tables(data.shape, src_strides, out.shape, block, pads_begin, first)
+        if op == "space_to_batch":
+            tables = _space_to_batch_tables(data.shape, src_strides, out.shape, block, begin, first)
+            parts, part_step = groups, data.shape[0] * dst_strides[0]
+        else:
+            tables = _batch_to_space_tables(src_strides, out.shape, block, begin, first)
+            parts, part_step = 1, 0
         reach = -(-(_LINE // item) // unit) * abs(src_step)  # (the core's table reads on into the next units)
         if int(np.abs(tables[tables != ZERO]).max(initial=0)) + reach >= 1 << 28:
             return None
-        table = np.full((groups, unit), ZERO, np.int64)
-        table[:, offsets.ravel() - low] = tables.reshape(groups, unit)
-        head = [_UNITS, item, 0, 0, 0, starts[0], starts[1] + low, 3, count, src_step, unit, groups, 0,
-                batch * dst_strides[0], unit, 0, 1]
+        table = np.full((parts, unit), ZERO, np.int64)
+        table[:, offsets.ravel() - low] = tables.reshape(parts, unit)
+        head = [_UNITS, item, 0, 0, 0, starts[0], starts[1] + low, 3, count, src_step, unit, parts, 0, part_step,
+                unit, 0, 1]
         return [np.concatenate([np.array(head, np.int64), table.ravel()])]
     return None
 
@@ -117,8 +133,8 @@ def _offsets(shape: Sequence[int], strides: Sequence[int]) -> np.ndarray[Any, An
     return offsets
 
 
-def _tables(in_shape: Sequence[int], src_strides: Sequence[int], out_shape: Sequence[int], block: Sequence[int],
-            pads_begin: Sequence[int], first: int) -> np.ndarray[Any, Any]:
+def _space_to_batch_tables(in_shape: Sequence[int], src_strides: Sequence[int], out_shape: Sequence[int],
+                           block: Sequence[int], pads_begin: Sequence[int], first: int) -> np.ndarray[Any, Any]:
     """Per block offset, each output word of one unit (by its index, not yet its place in memory): the input
     offset it copies (from the unit's first input item), or ZERO. The spec's ``out[(b, n), q] =
     data[n, q * B + b - PB]``, the batch index ``b`` counting the block offsets row-major."""
@@ -133,3 +149,19 @@ def _tables(in_shape: Sequence[int], src_strides: Sequence[int], out_shape: Sequ
         table += x * src_strides[axis]
         inside &= (x >= 0) & (x < in_shape[axis])
     return np.where(inside, table, ZERO)
+
+
+def _batch_to_space_tables(src_strides: Sequence[int], out_shape: Sequence[int], block: Sequence[int],
+                           crops_begin: Sequence[int], first: int) -> np.ndarray[Any, Any]:
+    """Each output word of one unit (by its index): the input offset it copies, from the unit's first input
+    item (block offset 0's image). The spec's ``out[n, p - CB] = data[(b, n), q]`` for ``p = q * B + b``,
+    the batch index ``b`` counting the block offsets row-major, ``out_shape[0]`` images apart."""
+    rank = len(out_shape)
+    table = np.zeros((1,) + tuple(out_shape[first:]), np.int64)
+    group = np.zeros(table.shape, np.int64)  # the block offset's row-major index
+    for axis in range(first, rank):
+        shape = (1,) * (axis - first + 1) + (out_shape[axis],) + (1,) * (rank - axis - 1)
+        q, b = np.divmod(np.arange(out_shape[axis]) + crops_begin[axis], block[axis])
+        table += (q * src_strides[axis]).reshape(shape)
+        group = group * block[axis] + b.reshape(shape)
+    return table + group * out_shape[0] * src_strides[0]
