@@ -1100,7 +1100,9 @@ def test_small_images_with_crops_from_one_table(monkeypatch, stream, threads, sh
     ((4 * 389, 16, 4, 4), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], "nhwc", np.float32),
     ((9 * 131, 64, 2, 3), [1, 1, 3, 3], [0, 0, 2, 0], [0, 0, 1, 2], "nhwc", np.float64),
     ((8 * 67, 4, 3, 2, 2), [1, 1, 2, 2, 2], [0, 0, 1, 0, 1], [0, 0, 0, 1, 1], "nhwc", np.int32),
-    ((4 * 301, 3, 5, 8), [1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 3, 0], "nchw", np.float32)])  # TensorFlow's NHWC
+    ((4 * 301, 3, 5, 8), [1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 3, 0], "nchw", np.float32),  # TensorFlow's NHWC
+    ((4 * 97, 24, 2, 3), [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1], "nhwc", np.float32),  # 2 lines in 3 runs
+    ((4 * 53, 12, 3, 2), [1, 1, 2, 2], [0, 0, 0, 1], [0, 0, 1, 0], "nhwc", np.float64)])
 def test_channels_last_batch_to_space_of_small_images_from_tables(monkeypatch, stream, threads, shape, block,
                                                                   crops_begin, crops_end, layout, dtype):
     """Channels-last BatchToSpace of many small images with crops: one UNITS step, each output image a
@@ -1162,6 +1164,7 @@ def test_units_left_to_the_other_kernels(op, shape, block, begin, end, dtype):
     ((389, 8, 2, 3), [1, 1, 4, 4], [0, 0, 1, 0], [0, 0, 1, 1], "nchw", np.int32, 8),
     ((97, 4, 3, 4, 4), [1, 1, 2, 2, 2], [0, 0, 1, 1, 1], [0, 0, 0, 1, 1], "nchw", np.float32, 72),
     ((611, 16, 4, 4), [1, 1, 3, 3], [0, 0, 1, 1], [0, 0, 1, 1], "nhwc", np.float32, 64),
+    ((211, 24, 4, 4), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], "nhwc", np.float32, 216),  # lines mostly runs
     ((433, 6, 6, 2), [1, 2, 2, 1], [0, 1, 0, 0], [0, 1, 2, 0], "nchw", np.float32, 32)])  # TensorFlow's NHWC
 def test_space_to_batch_of_small_images_from_tables(monkeypatch, stream, threads, shape, block, pads_begin, pads_end,
                                                     layout, dtype, unit):

@@ -263,10 +263,19 @@ bool given_tables(Step* steps, int nsteps) {
         ok = t != nullptr;
         if (!ok) continue;
         const int64_t unit = st.outer[0].d;
+        const int64_t L = kLine / st.word;
         for (int64_t part = 0; part < st.parts; ++part) {
-            for (int64_t k = 0; k < unit; ++k) t[part].at[k] = (int32_t)st.given[part * unit + k];
-            extend_table(t + part, unit, st.outer[0].s, kLine / st.word);
-            t[part].outer = 4, t[part].around = 0, t[part].per = 1;
+            Table& tp = t[part];
+            for (int64_t k = 0; k < unit; ++k) tp.at[k] = (int32_t)st.given[part * unit + k];
+            extend_table(&tp, unit, st.outer[0].s, L);
+            tp.outer = 4, tp.around = 0, tp.per = 1;
+            int64_t lines = 0, runs = 0;  // (the lines from the unit's start: a unit's lines, where it has whole ones)
+            for (int64_t r = 0; r + L <= std::max(unit, L); r += L, ++lines) {
+                bool run = tp.at[r] != kZeroWord;
+                for (int64_t k = 1; k < L && run; ++k) run = tp.at[r + k] == tp.at[r] + k;
+                runs += run;
+            }
+            tp.runs = 2 * runs > lines;
         }
         st.table = t;
     }
