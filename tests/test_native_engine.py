@@ -639,7 +639,8 @@ def test_units_programs_with_their_tables():
            step[:1] + [2] + step[2:], step[:1] + [16] + step[2:],  # words of 2 and 16 bytes
            step[:10] + [3] + step[11:], step[:15] + [1] + step[16:],  # the units not one after another; l0.s
            step[:11] + [0] + step[12:], step[:11] + [65] + step[12:] + [0] * 126,  # no parts; more than 64
-           step[:17] + [1 << 28] + step[18:], step[:14] + [4097] + step[15:] + [0] * 8190]  # offsets; a unit over 4096
+           step[:17] + [1 << 28] + step[18:], step[:14] + [4097] + step[15:] + [0] * 8190,  # offsets; a unit over 4096
+           step[:17] + [-(2**63)] + step[18:], step[:9] + [2**62] + step[10:]]  # the farthest offset; a unit's step
     for program in bad:
         with pytest.raises(ValueError, match="malformed program"):
             core.run(np.array([1] + program, np.int64).tobytes(), at(src), at(dst), 1, 0)
@@ -1057,6 +1058,16 @@ def test_strided_units_from_a_table(monkeypatch, stream, threads, op, dtype, blo
                 assert not written_outside(), offset
 
 
+def _images_and_wider(monkeypatch, stream, shape, dtype, seed):
+    """For the tests of many small images: every output streamed (or none), random images of ``shape``, and
+    the same a channel wider (a view of them skips one: images a channel apart)."""
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0 if stream else 1 << 62)
+    rng = np.random.default_rng(seed)
+    full = random_array(shape, np.dtype(dtype), rng)
+    return full, random_array((shape[0], shape[1] + 1) + shape[2:], np.dtype(dtype), rng)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("shape, block, crops_begin, crops_end, layout, dtype", [
@@ -1075,12 +1086,8 @@ def test_small_images_with_crops_from_one_table(monkeypatch, stream, threads, sh
     of the image's input offsets, table_lines, a line at a time). Bit for bit the spec's result and
     nothing outside it, at every 4-byte offset into a line (8-byte for float64), inputs reversed along W
     or a channel apart from image to image, rows cut among 3 threads anywhere."""
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
-    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0 if stream else 1 << 62)
     item = np.dtype(dtype).itemsize
-    rng = np.random.default_rng(shape[0] * threads + shape[-1])
-    full = random_array(shape, np.dtype(dtype), rng)
-    wider = random_array((shape[0], shape[1] + 1) + shape[2:], np.dtype(dtype), rng)
+    full, wider = _images_and_wider(monkeypatch, stream, shape, dtype, shape[0] * threads + shape[-1])
     with _threads(threads):
         for data in (full, full[..., ::-1], wider[:, 1:]):
             if layout == "nhwc":
@@ -1110,11 +1117,8 @@ def test_channels_last_batch_to_space_of_small_images_from_tables(monkeypatch, s
     copied a pixel at a time. Bit for bit the spec's result and nothing outside it, at every 4-byte
     offset into a line (8-byte for float64), inputs reversed along the last axis, rows cut among 3
     threads anywhere."""
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
-    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0 if stream else 1 << 62)
     item = np.dtype(dtype).itemsize
-    rng = np.random.default_rng(shape[0] * threads + shape[-1])
-    full = random_array(shape, np.dtype(dtype), rng)
+    full, _ = _images_and_wider(monkeypatch, stream, shape, dtype, shape[0] * threads + shape[-1])
     args = (block, crops_begin, crops_end)
     with _threads(threads):
         for data in (full, full[..., ::-1]):
@@ -1175,12 +1179,8 @@ def test_space_to_batch_of_small_images_from_tables(monkeypatch, stream, threads
     every 4-byte offset into a line (8-byte for float64), inputs reversed along the last axis (negative
     offsets), rows cut among 3 threads anywhere; a channel apart from image to image, where the units are
     planes, the windows as before."""
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
-    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0 if stream else 1 << 62)
     item = np.dtype(dtype).itemsize
-    rng = np.random.default_rng(shape[0] * threads + shape[-1])
-    full = random_array(shape, np.dtype(dtype), rng)
-    wider = random_array((shape[0], shape[1] + 1) + shape[2:], np.dtype(dtype), rng)
+    full, wider = _images_and_wider(monkeypatch, stream, shape, dtype, shape[0] * threads + shape[-1])
     args = (block, pads_begin, pads_end)
     with _threads(threads):
         for apart, data in ((False, full), (False, full[..., ::-1]), (True, wider[:, 1:])):
@@ -1228,13 +1228,9 @@ def test_units_of_small_images_from_a_table(monkeypatch, stream, threads, op, mo
     rows are tiles. Bit for bit the spec's result and nothing outside it, at
     every 4-byte offset into a line (8-byte for float64), inputs reversed along W or a channel apart
     from image to image (units going on only within an image), rows cut among 3 threads anywhere."""
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
-    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0 if stream else 1 << 62)
     item = np.dtype(dtype).itemsize
-    rng = np.random.default_rng(shape[0] * threads + block)
     spec, call = getattr(ref, op), getattr(dm, op)
-    full = random_array(shape, np.dtype(dtype), rng)
-    wider = random_array((shape[0], shape[1] + 1) + shape[2:], np.dtype(dtype), rng)  # images a channel apart
+    full, wider = _images_and_wider(monkeypatch, stream, shape, dtype, shape[0] * threads + block)
     with _threads(threads):
         for data in (full, full[..., ::-1], wider[:, 1:]):
             if layout == "nhwc":

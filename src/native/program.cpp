@@ -371,12 +371,16 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
         if (st.pattern == UNITS) {  // [count, s, unit] [parts, 0, part_d] [unit, 0, 1], then each part's table
             const Loop on = loops[0], parts = loops[1];
             const int64_t unit = st.l0.n;
+            constexpr int64_t kFar = 1ll << 28;  // (a table's offsets and those it reads on to stay int32)
             if ((st.word != 4 && st.word != 8) || nloops != 3 || unit < 1 || unit > kMergedWords || st.l0.s != 0 || st.l0.d != 1 ||
-                on.d != unit || on.n < 0 || parts.n < 1 || parts.n > kMaxParts || parts.s != 0 || at + parts.n * unit > n)
+                on.d != unit || on.n < 0 || on.s <= -kFar || on.s >= kFar || parts.n < 1 || parts.n > kMaxParts || parts.s != 0 ||
+                at + parts.n * unit > n)
                 return false;
             const int64_t reach = (kLine / st.word + unit - 1) / unit * std::abs(on.s);  // (extend_table's)
-            for (int64_t k = 0; k < parts.n * unit; ++k)
-                if (p[at + k] != kZeroWord && std::abs(p[at + k]) + reach >= (1ll << 28)) return false;
+            for (int64_t k = 0; k < parts.n * unit; ++k) {
+                const int64_t v = p[at + k];
+                if (v != kZeroWord && (v <= -kFar || v >= kFar || std::abs(v) + reach >= kFar)) return false;
+            }
             st.given = p + at;
             at += parts.n * unit;
             st.nouter = 1, st.rows = on.n, st.row_cost = parts.n * unit * st.word;
