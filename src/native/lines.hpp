@@ -799,10 +799,10 @@ __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src,
 // next unit), the words before dst's first 16 bytes and after its last as 4-byte ones. (Through an L1
 // buffer of 1 KiB chunks, SpaceToDepth blocks_first of 16 x 16 images, 48 MiB, streamed took 1.68x the
 // copy floor, plainly 1.09x; from registers, streamed, 1.45x: the 4-byte stores into the buffer likely
-// stalled its 16-byte loads.) On the 2-core
-// Intel Xeon built without AVX-512, the 126 NCHW float32 small-image cases of 12-48 MiB (see Table),
-// in turns: a median of 1.69x the copy floor tile by tile, 1.28x by this loop (56 -> 19 cases over 2x;
-// DepthToSpace of 2 x 2 images 5.55x -> 1.32x, BatchToSpace with crops of 4 x 4 3.78x -> 1.23x).
+// stalled its 16-byte loads.) On the 2-core Intel Xeon built without AVX-512, the 126 NCHW float32
+// small-image cases of 12-48 MiB (see Table), in turns: a median of 1.69x the copy floor tile by tile,
+// 1.28x by this loop (56 -> 19 cases over 2x; DepthToSpace of 2 x 2 images 5.55x -> 1.32x,
+// BatchToSpace with crops of 4 x 4 3.78x -> 1.23x).
 template <int W, bool NT, bool Z>
 DM_NOINLINE void table_words(const char* src, char* dst, const Table& tab, int64_t count) {
     using Word = std::conditional_t<W == 4, uint32_t, uint64_t>;
