@@ -698,10 +698,7 @@ inline int64_t table_modes(const Step& st, Table* t, bool streamed) {
 
 // Whether a step's units make a table (see Table), filled when `tab` is given.
 inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
-    if (st.table) {  // a UNITS step's own (merge_units)
-        if (tab) *tab = *st.table;
-        return true;
-    }
+    if (st.table) return true;  // a UNITS step's own (merge_units, given_tables), run by run_units from it
     const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
     const bool block = st.pattern == GATHER || st.pattern == SCATTER;
     if ((W != 4 && W != 8) || n < 1 || R < 1 || R > 4096 || st.no_table) return false;

@@ -88,7 +88,7 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
         return None
     src_strides = [s // item for s in data.strides]
     dst_strides = [s // item for s in out.strides]
-    batch = out.shape[0]  # the batch of the space side, which both ops' units go along
+    images = out.shape[0] if op == "batch_to_space" else data.shape[0]  # the space tensor's batch: the units' loop
     for first in (1, 2):  # the unit's first axis: the image, else a plane of it
         if first == 2 and (block[1] != 1 or begin[1] or end[1] or data.ndim < 4):
             return None
@@ -96,13 +96,12 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
         if not 1 <= unit <= UNIT_WORDS:
             continue
         if first == 1:
-            count, src_step, dst_step = batch if op == "batch_to_space" else data.shape[0], src_strides[0], dst_strides[0]
+            count, src_step, dst_step = images, src_strides[0], dst_strides[0]
         else:  # the batch and the second axis as one loop
             channels = data.shape[1]
             if src_strides[0] != channels * src_strides[1] or dst_strides[0] != channels * dst_strides[1]:
                 return None
-            count = (batch if op == "batch_to_space" else data.shape[0]) * channels
-            src_step, dst_step = src_strides[1], dst_strides[1]
+            count, src_step, dst_step = images * channels, src_strides[1], dst_strides[1]
         # the unit's words in out: every offset from its lowest once, the next unit right after it
         offsets = _offsets(out.shape[first:], dst_strides[first:])
         low = int(offsets.min())
@@ -110,7 +109,7 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
             continue
         if op == "space_to_batch":
             tables = _space_to_batch_tables(data.shape, src_strides, out.shape, block, begin, first)
-            parts, part_step = groups, data.shape[0] * dst_strides[0]
+            parts, part_step = groups, images * dst_strides[0]
         else:
             tables = _batch_to_space_tables(src_strides, out.shape, block, begin, first)
             parts, part_step = 1, 0
