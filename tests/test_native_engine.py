@@ -533,6 +533,29 @@ def test_more_threads_than_cores_take_each_others_pieces():
     assert _child(code, timeout=300).strip() == "96"
 
 
+def test_the_pool_grows_while_its_first_calls_run():
+    """A process's first call starts one worker and runs at once; the workers start each other (two each)
+    and join the calls as they come up. The four ops' first calls with 12 threads, then with 16 (the pool
+    grows again), bit for bit the NumPy engine's, and every worker asked for starts."""
+    code = (
+        "import time, numpy as np, datamove as dm\n"
+        "from datamove.engines import native_engine\n"
+        "native_engine.STREAM_BYTES = 0\n"  # the streamed kernels too, as at 1 GiB
+        "x = np.random.default_rng(3).standard_normal((4, 16, 300, 256)).astype(np.float32)\n"
+        + _FOUR_CALLS +
+        "expected = [op(x, *args, engine='numpy') for op, args in calls]\n"
+        "def all_started(n):\n"
+        "    deadline = time.monotonic() + 30\n"
+        "    while native_engine.core().workers() < n and time.monotonic() < deadline: time.sleep(0.001)\n"
+        "    return native_engine.core().workers()\n"
+        "for threads in (12, 16):\n"
+        "    dm.set_num_threads(threads)\n"
+        "    for (op, args), want in zip(calls, expected):\n"
+        "        assert np.array_equal(op(x, *args, engine='native'), want), (op.__name__, threads)\n"
+        "    print(all_started(threads - 1))\n"
+    )
+    assert _child(code, timeout=300).split() == ["11", "15"]
+
 def test_streamed_calls_from_a_thread_with_the_smallest_stack():
     """Python lets a thread have a 32 KiB stack (threading.stack_size); the core's streamed tiles keep their
     chunk buffers on the heap, one per thread, so a call from such a thread, which runs a part of the job

@@ -44,6 +44,12 @@ void run_piece(const Job& job, int64_t p, int64_t count) {
 // (callers queue on call_lock, with the GIL released). A forked child starts
 // with no workers: the atfork handler resets the pool, and it grows again on
 // the child's first call.
+//
+// The pool grows off the caller's path: a call that wants more workers starts one and goes on with its
+// job; each new worker starts up to two more before it joins the job (a tree: 15 workers are 4 levels,
+// not 15 thread creations one after another), and the job's parts left by workers not yet running are
+// taken by the threads that are (take_pieces). Creating the workers one by one before posting the first
+// job held a first call up by every pthread_create: 15 of them took 230-460 us on the 2-core machine.
 
 struct alignas(64) Counter {  // a line of its own: the threads taking pieces do not pass one line to and fro
     std::atomic<int> v{0};
@@ -54,7 +60,9 @@ struct Pool {
     pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t go = PTHREAD_COND_INITIALIZER;
     pthread_cond_t done = PTHREAD_COND_INITIALIZER;
-    int workers = 0;  // started, numbered 1..workers
+    std::atomic<int> wanted{0};   // workers asked for: numbers 1..wanted
+    std::atomic<int> claimed{0};  // numbers taken by a thread that starts that worker (maybe still starting)
+    std::atomic<int> workers{0};  // started
     std::atomic<uint64_t> generation{0};  // bumped (under lock) after job and state are stored
     // The job's generation (from bit 17), whether it is closed to workers (bit 16), and how many workers
     // are in it (the low bits): a worker joins by one compare-and-swap, only while the job is open, and
@@ -90,15 +98,13 @@ void take_pieces(const Job& job, int p) {
     if (job.stream) fence();
 }
 
-struct WorkerArg {
-    int index;
-    uint64_t seen;  // the generation when it was started: it takes jobs after that one
-};
+void start_workers(int most);
 
 void* worker_main(void* raw) {
-    const int index = static_cast<WorkerArg*>(raw)->index;
-    uint64_t seen = static_cast<WorkerArg*>(raw)->seen;
-    delete static_cast<WorkerArg*>(raw);
+    const int index = (int)(intptr_t)raw;
+    start_workers(2);
+    // No generation seen yet: a new worker looks at the job open now (the one that started it) at once.
+    uint64_t seen = 0;
     for (;;) {
         for (int k = 0; k < kSpins && pool.generation.load(std::memory_order_acquire) == seen; ++k) relax();
         if (pool.generation.load(std::memory_order_acquire) == seen) {
@@ -132,27 +138,35 @@ void reset_after_fork() {
     new (&pool) Pool();
 }
 
+// Starts up to `most` of the workers wanted and not yet claimed, each numbered once whoever starts it.
+// A number whose thread cannot be created stays taken: its part of each job goes to the other threads.
+void start_workers(int most) {
+    for (int k = 0; k < most; ++k) {
+        int number = pool.claimed.load(std::memory_order_relaxed);
+        do {
+            if (number >= pool.wanted.load(std::memory_order_relaxed)) return;
+        } while (!pool.claimed.compare_exchange_weak(number, number + 1, std::memory_order_relaxed));
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_t thread;
+        if (pthread_create(&thread, &attr, worker_main, (void*)(intptr_t)(number + 1)) == 0)
+            pool.workers.fetch_add(1, std::memory_order_relaxed);
+        pthread_attr_destroy(&attr);
+    }
+}
+
+// Asks for `wanted` workers (under call_lock) and starts the first missing one; false where the
+// handler that resets the pool in a forked child cannot be registered (then no workers).
 bool grow(int wanted) {
     static bool atfork = false;
     if (!atfork) {
         if (pthread_atfork(nullptr, nullptr, reset_after_fork) != 0) return false;
         atfork = true;
     }
-    while (pool.workers < wanted) {
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_t thread;
-        pthread_mutex_lock(&pool.lock);
-        WorkerArg* arg = new WorkerArg{pool.workers + 1, pool.generation.load()};
-        int rc = pthread_create(&thread, &attr, worker_main, arg);
-        if (rc == 0) pool.workers += 1;
-        pthread_mutex_unlock(&pool.lock);
-        pthread_attr_destroy(&attr);
-        if (rc != 0) {
-            delete arg;
-            return false;
-        }
+    if (wanted > pool.wanted.load(std::memory_order_relaxed)) {
+        pool.wanted.store(wanted, std::memory_order_relaxed);
+        start_workers(1);
     }
     return true;
 }
@@ -167,7 +181,7 @@ void run_job(Job& job, int threads) {
         return;
     }
     pthread_mutex_lock(&pool.call_lock);
-    if (!grow(parts - 1)) parts = std::max(1, std::min(parts, pool.workers + 1));
+    if (!grow(parts - 1)) parts = 1;
     job.parts = parts;
     job.pieces = (int)std::max<int64_t>(1, std::min<int64_t>(kPiecesPerPart, bytes / parts / kPieceCost));
     for (int q = 0; q < parts; ++q) pool.next[q].v.store(0, std::memory_order_relaxed);
@@ -195,6 +209,6 @@ void run_job(Job& job, int threads) {
 }
 
 
-int pool_workers() { return pool.workers; }
+int pool_workers() { return pool.workers.load(std::memory_order_relaxed); }
 
 }  // namespace dm
