@@ -556,6 +556,40 @@ def test_the_pool_grows_while_its_first_calls_run():
     )
     assert _child(code, timeout=300).split() == ["11", "15"]
 
+
+def test_first_calls_from_many_threads_and_a_fork_while_the_pool_grows():
+    """A fresh process's first calls from 8 Python threads at once (12 pool threads asked for), then a fork
+    straight after a first call, while workers still start workers: every result bit for bit, the child's
+    own pool grows, and nothing hangs."""
+    code = (
+        "import os, threading, numpy as np, datamove as dm\n"
+        "from datamove.engines import native_engine\n"
+        "x = np.random.default_rng(4).standard_normal((4, 16, 300, 256)).astype(np.float32)\n"
+        + _FOUR_CALLS +
+        "expected = [op(x, *args, engine='numpy') for op, args in calls]\n"
+        "barrier, errors = threading.Barrier(8), []\n"
+        "def work(k):\n"
+        "    barrier.wait()\n"
+        "    for j in range(4):\n"
+        "        op, args = calls[(k + j) % 4]\n"
+        "        if not np.array_equal(op(x, *args, engine='native'), expected[(k + j) % 4]): errors.append(k)\n"
+        "threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]\n"
+        "for t in threads: t.start()\n"
+        "for t in threads: t.join()\n"
+        "assert errors == [], errors\n"
+        "y = x[:, :, :298]\n"  # a new shape: its first call, then the fork at once
+        "want = dm.space_to_batch(y, (1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1), engine='numpy')\n"
+        "assert np.array_equal(dm.space_to_batch(y, (1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1)), want)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    ok = all(np.array_equal(op(x, *args, engine='native'), e) for (op, args), e in zip(calls, expected))\n"
+        "    ok = ok and native_engine.core().workers() >= 1\n"
+        "    os._exit(0 if ok else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status))\n"
+    )
+    assert _child(code, env={**os.environ, "DATAMOVE_NUM_THREADS": "12"}, timeout=300).strip() == "0"
+
 def test_streamed_calls_from_a_thread_with_the_smallest_stack():
     """Python lets a thread have a 32 KiB stack (threading.stack_size); the core's streamed tiles keep their
     chunk buffers on the heap, one per thread, so a call from such a thread, which runs a part of the job
