@@ -72,9 +72,11 @@ def test_run_writes_a_table_and_json(tmp_path, capsys):
 def test_process_measurements_run_and_report_positive_times():
     from datamove import bench_process
 
-    case = bench.Case("s2d", "space_to_depth", (1, 4, 8, 8), "float32", ("blocks_first", 2))
+    case = bench.Case("s2d", "space_to_depth", (4, 16, 64, 64), "float32", ("blocks_first", 2))  # 1 MiB: the core
     times = bench_process.first_call(case)
     assert times["first_s"] > 0 and times["steady_s"] > 0
+    # the core's runs are timed inside the calls
+    assert 0 < times["first_core_s"] < times["first_s"] and 0 < times["steady_core_s"] < times["steady_s"]
     assert 0 < bench_process._import_cost(1) < 5  # seconds: parsed from -X importtime, not a timing assertion
     shapes = bench_process.new_shapes(count=3)  # the child checks each result against the idiom's
     assert set(shapes) == {"space_to_depth", "batch_to_space", "space_to_batch"}

@@ -434,7 +434,8 @@ def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.Argu
 
             times = bench_process.first_call(case)
             row["first_call"] = times["first_s"] / times["steady_s"]
-            row.update(first_call_s=times["first_s"], first_steady_s=times["steady_s"])
+            row.update(first_call_s=times["first_s"], first_steady_s=times["steady_s"],
+                       first_core_s=times["first_core_s"], first_steady_core_s=times["steady_core_s"])
         rows.append(row)
         ours = f"{row['datamove']:.2f}x"
         print(f"[{number}/{len(cases)}] {case.label}: datamove {ours} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
