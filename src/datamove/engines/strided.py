@@ -49,18 +49,21 @@ class LoopNest(NamedTuple):
     block: int = 0
 
 
-def _lowest_offset(array: np.ndarray) -> int:
-    """Byte offset of the lowest-addressed element from ``array``'s data pointer."""
+def _lowest_offset(array: np.ndarray, strides: Optional[Tuple[int, ...]] = None) -> int:
+    """Byte offset of the lowest-addressed element from ``array``'s data pointer (``strides``: its strides)."""
     low = 0
-    for n, s in zip(array.shape, array.strides):
+    for n, s in zip(array.shape, array.strides if strides is None else strides):
         if s < 0:
             low += (n - 1) * s
     return low
 
 
 def _byte_loops(array: np.ndarray, view: View) -> Tuple[int, List[Tuple[int, int]]]:
-    start = sum(i * s for i, s in zip(view.start, array.strides)) - _lowest_offset(array)
-    return start, [(count, step * array.strides[axis]) for axis, count, step in view.dims]
+    strides = array.strides  # NumPy makes a new tuple at every access: once here, not once per loop
+    start = -_lowest_offset(array, strides)
+    for i, s in zip(view.start, strides):
+        start += i * s
+    return start, [(count, step * strides[axis]) for axis, count, step in view.dims]
 
 
 def _merge(loops: List[List[int]]) -> List[List[int]]:
