@@ -88,3 +88,27 @@ def test_large_cases_are_offered_and_labelled():
     assert any("1 GiB" in label for label in labels) and any("512 MiB" in label for label in labels)
     assert not any("GiB" in c.label for c in bench.suite("full"))
     assert sum("short" in label for label in labels) >= 7  # channels innermost: every op, crops and pads
+
+
+def test_survey_of_small_images_runs_and_sums_up(tmp_path, capsys):
+    """--survey: the small-image grid instead of the suite (every case a valid call), and the spread of its ratios."""
+    import datamove as dm
+
+    cases = bench.survey("quick")
+    assert len(cases) == 168 and all(c.label.startswith("survey") for c in cases)
+    assert {c.op for c in cases} == {"space_to_depth", "depth_to_space", "space_to_batch", "batch_to_space"}
+    assert {c.layout for c in cases} == {"nchw", "nhwc"}
+    for case in cases:  # shapes the ops accept, about 1 MiB each
+        assert getattr(dm.shapes, case.op)(case.shape, *case.args)
+        assert (1 << 17) < case.nbytes <= 1 << 20, case.label
+    path = tmp_path / "survey.json"
+    assert bench.main(["--survey", "--quick", "--only", "survey b2s [81,64,7,7]", "--peers", "", "--json", str(path),
+                       "--budget", "0.005"]) == 0
+    report = json.loads(path.read_text())
+    spread = report["summary"]
+    assert spread["cases"] == len(report["rows"]) == 2  # NCHW and NHWC
+    assert spread["worst"] == max(row["datamove"] for row in report["rows"]) > 0
+    assert spread["worst_case"] in {row["case"] for row in report["rows"]}
+    assert "2 cases: median" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # nothing to run is a usage error, not an empty report
+        bench.main(["--survey", "--quick", "--only", "no such case", "--json", str(path)])

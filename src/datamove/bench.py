@@ -33,7 +33,7 @@ import numpy as np
 from . import formulas, opset, ops
 from .bench_common import Case, format_ratio
 
-__all__ = ["Case", "suite", "main"]
+__all__ = ["Case", "suite", "survey", "summary", "main"]
 
 
 def _scaled(shape: Sequence[int], size: int, itemsize: int, multiple: int) -> Tuple[int, ...]:
@@ -108,6 +108,51 @@ def suite(scale: str = "full", large: bool = False) -> List[Case]:
             cases.append(Case(f"b2s {name}", "batch_to_space", _scaled((4, 32, 256, 256), size, 4, 4), f32,
                               ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 1, 2])))
     return cases
+
+
+def survey(scale: str = "full") -> List[Case]:
+    """Many small images, outside the suite: where tiles are short (a few words a row) and the core's tables
+    and units take over. Float32, NCHW and channels-last, 16 and 64 channels, images of 4 x 4 to 28 x 28
+    with a 2 x 2 block and 6 x 6 to 21 x 21 with 3 x 3: SpaceToDepth and DepthToSpace in both modes
+    (DepthToSpace where the channels divide), SpaceToBatch with pads of 1 and BatchToSpace with crops of 1
+    on each side of H and W. The batch makes each input about 48 MiB (``"quick"``: 1 MiB). 168 cases.
+
+    >>> cases = survey()
+    >>> len(cases), cases[0].label
+    (168, 'survey s2d [49152,16,4,4] float32 depth_first b2')
+    """
+    size = {"full": 48 << 20, "quick": 1 << 20}[scale]
+    cases: List[Case] = []
+    for layout in ("nchw", "nhwc"):
+        for channels in (16, 64):
+            for block in (2, 3):
+                for side in ((4, 8, 14, 16, 28) if block == 2 else (6, 12, 21)):
+                    n = max(1, size // (4 * channels * side * side))
+                    for mode in ("depth_first", "blocks_first"):
+                        cases.append(Case("survey s2d", "space_to_depth", (n, channels, side, side), "float32",
+                                          (mode, block), layout))
+                        if channels % (block * block) == 0:
+                            cases.append(Case("survey d2s", "depth_to_space", (n, channels, side // block, side // block),
+                                              "float32", (mode, block), layout))
+                    margins = ([1, 1, block, block], [0, 0, 1, 1], [0, 0, 1, 1])
+                    cases.append(Case("survey s2b", "space_to_batch", (n, channels, side - 2, side - 2), "float32",
+                                      margins, layout))
+                    cases.append(Case("survey b2s", "batch_to_space",
+                                      (n * block * block, channels, side // block, side // block), "float32", margins, layout))
+    return cases
+
+
+def summary(rows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The spread of datamove's ratios over ``rows``: median, how many over 1.10x, 1.5x and 2x, the worst case.
+
+    >>> summary([{"case": "a", "datamove": 0.9}, {"case": "b", "datamove": 2.5}, {"case": "c", "datamove": 1.2}])
+    {'cases': 3, 'median': 1.2, 'over_1.10': 2, 'over_1.5': 1, 'over_2': 1, 'worst': 2.5, 'worst_case': 'b'}
+    """
+    ratios = [row["datamove"] for row in rows]
+    worst = max(rows, key=lambda row: row["datamove"])
+    return {"cases": len(rows), "median": statistics.median(ratios), "over_1.10": sum(r > 1.10 for r in ratios),
+            "over_1.5": sum(r > 1.5 for r in ratios), "over_2": sum(r > 2 for r in ratios),
+            "worst": worst["datamove"], "worst_case": worst["case"]}
 
 
 # ------------------------------------------------------------------ arrays in a layout
@@ -404,6 +449,9 @@ def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.Argu
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (this suite) or cuda (datamove.bench_gpu)")
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--large", action="store_true", help="add 512 MiB and 1 GiB cases (needs about 4 GiB of memory)")
+    parser.add_argument("--survey", action="store_true",
+                        help="instead of the suite, 168 cases of many small images (16 and 64 channels, 4 x 4 to "
+                             "28 x 28 pixels, NCHW and NHWC), with the spread of their ratios")
     parser.add_argument("--process", action="store_true",
                         help="also what a fresh process meets: each case's first call (>= 1 MiB) over its steady call, "
                              "a 10-call script against the NumPy idiom, import plus 10 calls of 64 MiB, "
@@ -419,7 +467,10 @@ def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.Argu
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         parser.error(f"unknown peers {unknown}; known: {list(PEERS)}")
-    cases = [c for c in suite("quick" if args.quick else "full", args.large) if args.only in c.label]
+    scale = "quick" if args.quick else "full"
+    cases = [c for c in (survey(scale) if args.survey else suite(scale, args.large)) if args.only in c.label]
+    if not cases:
+        parser.error(f"no case's label contains {args.only!r}")
     threads = _threads()
     timer = Timer(args.budget, 5)
     floor = Floor(threads)
@@ -441,6 +492,11 @@ def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.Argu
         print(f"[{number}/{len(cases)}] {case.label}: datamove {ours} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
     print(table(rows, peers))
     results: Dict[str, Any] = {"machine": machine, "threads": threads, "peers": peers, "rows": rows}
+    if args.survey:
+        results["summary"] = spread = summary(rows)
+        print(f"\n{spread['cases']} cases: median {spread['median']:.2f}x the copy floor; over 1.10x "
+              f"{spread['over_1.10']}, over 1.5x {spread['over_1.5']}, over 2x {spread['over_2']}; "
+              f"the worst {spread['worst']:.2f}x ({spread['worst_case']})")
     if args.process:
         from . import bench_process
 
