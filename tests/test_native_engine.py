@@ -696,7 +696,9 @@ def test_units_programs_with_their_tables():
            step[:1] + [2] + step[2:], step[:1] + [16] + step[2:],  # words of 2 and 16 bytes
            step[:10] + [3] + step[11:], step[:15] + [1] + step[16:],  # the units not one after another; l0.s
            step[:11] + [0] + step[12:], step[:11] + [65] + step[12:] + [0] * 126,  # no parts; more than 64
-           step[:17] + [1 << 28] + step[18:], step[:14] + [4097] + step[15:] + [0] * 8190,  # offsets; a unit over 4096
+           step[:17] + [1 << 28] + step[18:],  # an offset past 2**28
+           [7, 4, 0, 0, 0, 0, 0, 3, 1, 0, 16385, 1, 0, 0, 16385, 0, 1] + [0] * 16385,  # a unit over 16384 words
+           [7, 4, 0, 0, 0, 0, 0, 3, 1, 0, 4097, 64, 0, 4097, 4097, 0, 1] + [0] * (64 * 4097),  # 2**18 + 64 entries
            step[:17] + [-(2**63)] + step[18:], step[:9] + [2**62] + step[10:]]  # the farthest offset; a unit's step
     for program in bad:
         with pytest.raises(ValueError, match="malformed program"):
@@ -1166,7 +1168,10 @@ def test_small_images_with_crops_from_one_table(monkeypatch, stream, threads, sh
     ((8 * 67, 4, 3, 2, 2), [1, 1, 2, 2, 2], [0, 0, 1, 0, 1], [0, 0, 0, 1, 1], "nhwc", np.int32),
     ((4 * 301, 3, 5, 8), [1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 3, 0], "nchw", np.float32),  # TensorFlow's NHWC
     ((4 * 97, 24, 2, 3), [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1], "nhwc", np.float32),  # 2 lines in 3 runs
-    ((4 * 53, 12, 3, 2), [1, 1, 2, 2], [0, 0, 0, 1], [0, 0, 1, 0], "nhwc", np.float64)])
+    ((4 * 53, 12, 3, 2), [1, 1, 2, 2], [0, 0, 0, 1], [0, 0, 1, 0], "nhwc", np.float64),
+    ((9 * 23, 16, 7, 7), [1, 1, 3, 3], [0, 0, 1, 1], [0, 0, 1, 1], "nhwc", np.float32),  # images of 5776 words
+    ((4 * 11, 64, 8, 8), [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 1, 2], "nhwc", np.float32),  # 12544 words
+    ((4 * 7, 8, 23, 23), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1], "nhwc", np.float64)])  # 15840 words
 def test_channels_last_batch_to_space_of_small_images_from_tables(monkeypatch, stream, threads, shape, block,
                                                                   crops_begin, crops_end, layout, dtype):
     """Channels-last BatchToSpace of many small images with crops: one UNITS step, each output image a
@@ -1199,12 +1204,14 @@ def test_channels_last_batch_to_space_of_small_images_from_tables(monkeypatch, s
     ("space_to_batch", (64, 16, 6, 6), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.uint16),  # 2-byte words
     ("space_to_batch", (4, 2, 7, 7), [1, 1, 9, 8], [0, 0, 1, 0], [0, 0, 1, 1], np.float32),  # 72 block offsets
     ("space_to_batch", (64, 16, 6, 6), [1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0], np.float32),  # no pads
-    ("space_to_batch", (2, 2, 132, 122), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32),  # planes of 4154 words
+    ("space_to_batch", (1, 2, 522, 124), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32),  # planes of 16506 words
+    ("space_to_batch", (1, 1, 528, 500), [1, 1, 8, 8], [0, 0, 0, 2], [0, 0, 0, 2], np.float32),  # 64 x 4158 words
     ("batch_to_space", (4 * 64, 16, 3, 3), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32),  # NCHW: merge_units
     ("batch_to_space", (4 * 64, 3, 3, 16), [1, 2, 2, 1], [0, 0, 0, 0], [0, 0, 0, 0], np.float32)])  # no crops
 def test_units_left_to_the_other_kernels(op, shape, block, begin, end, dtype):
     """Where units from tables are not taken (datamove.engines.units): SpaceToBatch with rows of 256 bytes
-    and more, words other than 4 or 8 bytes, over 64 block offsets, no pads, units over 4096 words;
+    and more, words other than 4 or 8 bytes, over 64 block offsets, no pads, units over 16384 words or
+    tables of over 262144 words together;
     BatchToSpace NCHW (its windows merged in the core) or without crops. Bit for bit."""
     data = random_array(shape, np.dtype(dtype), np.random.default_rng(5))
     args = (block, begin, end)
@@ -1226,16 +1233,18 @@ def test_units_left_to_the_other_kernels(op, shape, block, begin, end, dtype):
     ((97, 4, 3, 4, 4), [1, 1, 2, 2, 2], [0, 0, 1, 1, 1], [0, 0, 0, 1, 1], "nchw", np.float32, 72),
     ((611, 16, 4, 4), [1, 1, 3, 3], [0, 0, 1, 1], [0, 0, 1, 1], "nhwc", np.float32, 64),
     ((211, 24, 4, 4), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], "nhwc", np.float32, 216),  # lines mostly runs
-    ((433, 6, 6, 2), [1, 2, 2, 1], [0, 1, 0, 0], [0, 1, 2, 0], "nchw", np.float32, 32)])  # TensorFlow's NHWC
+    ((433, 6, 6, 2), [1, 2, 2, 1], [0, 1, 0, 0], [0, 1, 2, 0], "nchw", np.float32, 32),  # TensorFlow's NHWC
+    ((23, 64, 24, 24), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], "nhwc", np.float32, 10816),  # images over 4096 words
+    ((7, 16, 40, 44), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], "nchw", np.float32, 483)])  # planes before images
 def test_space_to_batch_of_small_images_from_tables(monkeypatch, stream, threads, shape, block, pads_begin, pads_end,
                                                     layout, dtype, unit):
     """SpaceToBatch of many small images with pads: one UNITS step, a part per block offset, each part's
-    units (an image, or a channel's plane where an image is over 4096 words) from a table of input
+    units (an image, or a channel's plane where an image is over 16384 words) from a table of input
     offsets with zeros for the pads (masked off the gather instruction where the CPU has AVX-512F), a
     chunk of images for every part in turn. Bit for bit the spec's result and nothing outside it, at
     every 4-byte offset into a line (8-byte for float64), inputs reversed along the last axis (negative
     offsets), rows cut among 3 threads anywhere; a channel apart from image to image, where the units are
-    planes, the windows as before."""
+    planes, whole images (of up to 16384 words) instead."""
     item = np.dtype(dtype).itemsize
     full, wider = _images_and_wider(monkeypatch, stream, shape, dtype, shape[0] * threads + shape[-1])
     args = (block, pads_begin, pads_end)
@@ -1249,9 +1258,11 @@ def test_space_to_batch_of_small_images_from_tables(monkeypatch, stream, threads
             for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
                 out = out if layout == "nchw" else out.transpose(0, 3, 1, 2)
                 steps = _steps(native_engine.program(plan, data, out))
-                planes = unit < int(np.prod(expected.shape[1:]))
-                if apart and planes:
-                    assert steps[0][0] != 7  # (the units' loop is no single loop)
+                image = int(np.prod(expected.shape[1:]))
+                if apart and unit < image and image > 16384:  # planes' loop is no single loop, the images too big
+                    assert steps[0][0] != 7
+                elif apart and unit < image:  # whole images instead
+                    assert [(step[0], step[3][-1][0]) for step in steps] == [(7, image)]
                 else:
                     assert [(step[0], step[3][-1][0]) for step in steps] == [(7, unit)]
                 dm.space_to_batch(data, *args, out=out, engine="native")

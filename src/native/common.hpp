@@ -109,6 +109,13 @@ constexpr int32_t kZeroWord = INT32_MIN;
 // The most parts of a UNITS step (SpaceToBatch: its block offsets, up to 4 x 4 x 4), and the input bytes
 // a chunk of its rows reads, for every part in turn (run_units: in the L2 cache from the first part on).
 constexpr int64_t kMaxParts = 64;
+// The most words of a given UNITS step's unit (an output image: channels-last BatchToSpace with crops of
+// 7 x 7 images, 3 x 3 block, 16 channels: 5776 words), and of its parts' tables together (the program
+// carries them: at most 2 MiB). Up to 4096 words a unit, images over that went to the windows or the
+// pieces of their crops: channels-last BatchToSpace with crops of 4 x 4 to 14 x 14 input images, 16 and
+// 64 channels, 1.42-1.58x the copy floor; as units, 0.61-0.73x (same process, in turns).
+constexpr int64_t kUnitsWords = 16384;
+constexpr int64_t kUnitsEntries = kMaxParts * 4096;
 constexpr int64_t kUnitsChunkBytes = 256 * 1024;
 
 constexpr int kMaxLoops = 256;

@@ -544,7 +544,16 @@ struct Table {
                 // 4: the `around` loops outside too (1 or more), the next one going on (many small images)
     int around;   // outer 4: the loops outside the tile in a unit
     int64_t per;  // outer 4: the step's rows in a unit (the around loops' counts multiplied)
-    int32_t at[kMergedWords + 16];
+    int32_t* at;  // the words (`words` of them, and kTableSlack after): an OwnTable's own, or given_tables'
+};
+// Words a table holds past its last (a line's lanes read from any word of it stay inside).
+constexpr int kTableSlack = 16;
+// A table with words of its own, up to kMergedWords: a thread's (table_of) and merge_units'.
+struct OwnTable : Table {
+    int32_t own[kMergedWords + kTableSlack];
+    OwnTable() : Table() { at = own; }
+    OwnTable(const OwnTable&) = delete;
+    OwnTable& operator=(const OwnTable&) = delete;
 };
 
 // A table's last words: at[unit + k] = at[k] + step for k < L, so a line's lanes read straight on into the
@@ -561,14 +570,14 @@ inline void extend_table(Table* t, int64_t unit, int64_t step, int64_t L) {
 // that threading.stack_size allows); `probe` the one the checks before a job fill, the other run_rows'.
 // Null when memory is short (no table then).
 struct TableSlot {
-    Table* t = nullptr;
+    OwnTable* t = nullptr;
     ~TableSlot() { delete t; }
 };
 
 inline Table* thread_table(bool probe) {
     static thread_local TableSlot mine[2];
     TableSlot& slot = mine[probe];
-    if (!slot.t) slot.t = new (std::nothrow) Table;
+    if (!slot.t) slot.t = new (std::nothrow) OwnTable;
     return slot.t;
 }
 
@@ -749,7 +758,10 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
 template <int W, bool NT, bool Z, bool C>
 __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src, char* dst, const Table& tab, int64_t count) {
     constexpr int L = kLine / W;
-    const int64_t total = count * tab.unit, whole = total / L * L;
+    // (read once: the stores below could alias a Table's members as far as the compiler knows)
+    const int32_t* const table = tab.at;
+    const int64_t unit = tab.unit, step = tab.step;
+    const int64_t total = count * unit, whole = total / L * L;
     const Shifted sh = shifted(NT ? dst : nullptr);  // (plainly: on a line, unshifted)
     __m512i prev = _mm512_setzero_si512();
     const __m512i zero_word = _mm512_set1_epi32(kZeroWord);
@@ -759,17 +771,17 @@ __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src,
     for (int64_t u = 0, r = 0; u < whole; u += L, o += kLine) {
         __m512i vec;
         if constexpr (W == 4) {
-            const __m512i at = _mm512_loadu_si512(tab.at + r);
-            if (C && _mm512_cmpneq_epi32_mask(at, _mm512_add_epi32(_mm512_set1_epi32(tab.at[r]), iota)) == 0)
-                vec = _mm512_loadu_si512(base + (int64_t)tab.at[r] * 4);
+            const __m512i at = _mm512_loadu_si512(table + r);
+            if (C && _mm512_cmpneq_epi32_mask(at, _mm512_add_epi32(_mm512_set1_epi32(table[r]), iota)) == 0)
+                vec = _mm512_loadu_si512(base + (int64_t)table[r] * 4);
             else if constexpr (Z)
                 vec = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), _mm512_cmpneq_epi32_mask(at, zero_word), at, base, 4);
             else
                 vec = _mm512_i32gather_epi32(at, base, 4);
         } else {
-            const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.at + r));
-            if (C && (_mm512_cmpneq_epi32_mask(_mm512_castsi256_si512(at), _mm512_add_epi32(_mm512_set1_epi32(tab.at[r]), iota)) & 0xFF) == 0)
-                vec = _mm512_loadu_si512(base + (int64_t)tab.at[r] * 8);
+            const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table + r));
+            if (C && (_mm512_cmpneq_epi32_mask(_mm512_castsi256_si512(at), _mm512_add_epi32(_mm512_set1_epi32(table[r]), iota)) & 0xFF) == 0)
+                vec = _mm512_loadu_si512(base + (int64_t)table[r] * 8);
             else if constexpr (Z)
                 vec = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(),
                                                   (__mmask8)(_mm512_cmpneq_epi32_mask(_mm512_castsi256_si512(at), zero_word) & 0xFF),
@@ -777,15 +789,15 @@ __attribute__((target("avx512f"))) DM_NOINLINE void table_lines(const char* src,
             else
                 vec = _mm512_i32gather_epi64(at, base, 8);
         }
-        for (r += L; r >= tab.unit; r -= tab.unit) base += tab.step * W;
+        for (r += L; r >= unit; r -= unit) base += step * W;
         put_shifted<NT>(o, sh, prev, vec, !u);
         prev = vec;
     }
     if (NT && whole) shifted_last(o, sh, prev);
     for (int64_t u = whole; u < total; ++u) {
-        const int32_t at = tab.at[u % tab.unit];
+        const int32_t at = table[u % unit];
         if (Z && at == kZeroWord) std::memset(dst + u * W, 0, W);
-        else std::memcpy(dst + u * W, src + ((u / tab.unit) * tab.step + at) * W, W);
+        else std::memcpy(dst + u * W, src + ((u / unit) * step + at) * W, W);
     }
 }
 #endif

@@ -219,7 +219,7 @@ bool merge_units(Step* steps, int* nsteps, Table** table) {
             return false;  // (not a unit's words: no need to visit them)
     }
     const int64_t units = (L + unit - 1) / unit + 1;  // (the units a table's words reach into)
-    Table* t = new (std::nothrow) Table;
+    OwnTable* t = new (std::nothrow) OwnTable;
     if (t == nullptr) return false;
     int64_t lowest = INT64_MAX, filled = 0;
     for (int s = 0; s < count; ++s)
@@ -252,20 +252,23 @@ bool merge_units(Step* steps, int* nsteps, Table** table) {
     return true;
 }
 
-void free_table(Table* table) { delete table; }
+void free_table(Table* table) { delete static_cast<OwnTable*>(table); }  // (merge_units': an OwnTable)
 
 bool given_tables(Step* steps, int nsteps) {
     bool ok = true;
     for (int s = 0; s < nsteps; ++s) {
         Step& st = steps[s];
         if (!st.given) continue;
-        Table* t = ok ? new (std::nothrow) Table[st.parts] : nullptr;
+        const int64_t unit = st.outer[0].d;
+        const int64_t L = kLine / st.word, span = unit + L + kTableSlack;  // (a part's words and what it reads on)
+        Table* t = ok ? new (std::nothrow) Table[st.parts]() : nullptr;
+        int32_t* words = t ? new (std::nothrow) int32_t[st.parts * span] : nullptr;
+        if (t && !words) delete[] t, t = nullptr;
         ok = t != nullptr;
         if (!ok) continue;
-        const int64_t unit = st.outer[0].d;
-        const int64_t L = kLine / st.word;
         for (int64_t part = 0; part < st.parts; ++part) {
             Table& tp = t[part];
+            tp.at = words + part * span;
             for (int64_t k = 0; k < unit; ++k) tp.at[k] = (int32_t)st.given[part * unit + k];
             extend_table(&tp, unit, st.outer[0].s, L);
             tp.outer = 4, tp.around = 0, tp.per = 1;
@@ -284,7 +287,10 @@ bool given_tables(Step* steps, int nsteps) {
 
 void free_given_tables(Step* steps, int nsteps) {
     for (int s = 0; s < nsteps; ++s)
-        if (steps[s].given) delete[] steps[s].table, steps[s].table = nullptr;
+        if (steps[s].given && steps[s].table) {  // its parts' words in one buffer, the first part's at its start
+            delete[] steps[s].table[0].at;
+            delete[] steps[s].table, steps[s].table = nullptr;
+        }
 }
 
 // Rows [r0, r1) of a UNITS step: as many units of each part's table, a chunk of rows at a time for all the
@@ -372,9 +378,9 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
             const Loop on = loops[0], parts = loops[1];
             const int64_t unit = st.l0.n;
             constexpr int64_t kFar = 1ll << 28;  // (a table's offsets and those it reads on to stay int32)
-            if ((st.word != 4 && st.word != 8) || nloops != 3 || unit < 1 || unit > kMergedWords || st.l0.s != 0 || st.l0.d != 1 ||
+            if ((st.word != 4 && st.word != 8) || nloops != 3 || unit < 1 || unit > kUnitsWords || st.l0.s != 0 || st.l0.d != 1 ||
                 on.d != unit || on.n < 0 || on.s <= -kFar || on.s >= kFar || parts.n < 1 || parts.n > kMaxParts || parts.s != 0 ||
-                at + parts.n * unit > n)
+                parts.n * unit > kUnitsEntries || at + parts.n * unit > n)
                 return false;
             const int64_t reach = (kLine / st.word + unit - 1) / unit * std::abs(on.s);  // (extend_table's)
             for (int64_t k = 0; k < parts.n * unit; ++k) {
