@@ -318,6 +318,25 @@ def test_no_temporary_arrays():
     assert peak <= output + (1 << 20), peak
 
 
+@pytest.mark.parametrize("shape, block, pads", [
+    ((1, 1, 520, 502), [1, 1, 8, 8], [0, 0, 0, 1]),  # 64 block offsets of 4095 words: 2 MiB of tables, 1 MiB out
+    ((2, 9, 40, 40), [1, 1, 3, 3], [0, 0, 1, 1]),  # units from tables, within the bound
+    ((3, 16, 46, 46), [1, 1, 4, 4], [0, 0, 1, 1])])
+def test_units_tables_within_the_output_and_1_mib(shape, block, pads):
+    """The lowering's arrays for a step's tables (datamove.engines.units) stay within the output's bytes and
+    1 MiB: a SpaceToBatch whose tables would take more goes to the windows. Bit for bit."""
+    data = np.random.default_rng(1).random(shape).astype(np.float32)
+    expected = ref.space_to_batch(data, block, pads, pads)
+    out = np.empty_like(expected)
+    native_engine._PROGRAMS.clear()
+    tracemalloc.start()
+    dm.space_to_batch(data, block, pads, pads, out=out, engine="native")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak <= out.nbytes + (1 << 20), peak
+    assert same_bits(out, expected)
+
+
 def test_import_loads_the_core_and_no_jit():
     """The compiled core loads with the package (not in the first large call, which then runs at steady speed,
     its pool not yet started); no JIT anywhere."""

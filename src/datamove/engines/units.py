@@ -43,6 +43,10 @@ MAX_ENTRIES = 64 * 4096
 #: floor by planes, 1.23-1.27x by images. Channels-last images have no planes: 2 x 2 blocks on 30 x 30
 #: images with 32 channels went 1.99-2.00x (windows) -> 1.00-1.08x (same process, in turns).
 SMALL_UNIT_WORDS = 4096
+#: Bytes the lowering's arrays take per table word (its offsets, the table, the program: int64 each): a
+#: step's tables stay within what the output itself takes and 1 MiB (one 512 x 502 image in 8 x 8
+#: blocks, a 1 MiB output, took 6 MiB of tables).
+TABLE_COST = 24
 #: A table's entry for a word of zeros (``kZeroWord`` in ``src/native/common.hpp``).
 ZERO = -(2**31)
 #: Output rows from this many bytes keep the windows: their tiles copy long runs at the copy's speed
@@ -70,7 +74,8 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
     image (every axis but the batch), or else a plane of it (the axes after
     the second, which then has no block, pads or crops, as NCHW's channels),
     laid out densely in ``out`` with the next batch's unit right after it,
-    the parts' tables together at most :data:`MAX_ENTRIES` words. One step: ``[UNITS, item, 0, 0, 0, src,
+    the parts' tables together at most :data:`MAX_ENTRIES` words (and, at
+    :data:`TABLE_COST` bytes a word, within the output's bytes and 1 MiB). One step: ``[UNITS, item, 0, 0, 0, src,
     dst, 3, count, src_step, unit, parts, 0, part_step, unit, 0, 1]``, a part
     per block offset for SpaceToBatch (one for BatchToSpace, whose units
     read every block offset's input image), followed by each part's ``unit``
@@ -119,7 +124,7 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
             continue
         if op == "space_to_batch":
             parts, part_step = groups, images * dst_strides[0]
-            if parts * unit > MAX_ENTRIES:
+            if parts * unit > MAX_ENTRIES or TABLE_COST * parts * unit > out.nbytes + (1 << 20):
                 continue
             tables = _space_to_batch_tables(data.shape, src_strides, out.shape, block, begin, first)
         else:
