@@ -470,8 +470,10 @@ def test_many_python_threads_at_once():
         calls.append((dm.space_to_depth, data, ("depth_first", 4)))
     expected = [op(data, *args, engine="numpy") for op, data, args in calls]
     errors = []
-    before = native_engine._MAX_PROGRAMS
-    native_engine._MAX_PROGRAMS = 2  # constant eviction: the races the cache must survive
+    from datamove.caches import BoundedCache
+
+    before = native_engine._PROGRAMS
+    native_engine._PROGRAMS = BoundedCache(2)  # constant eviction: the races the cache must survive
 
     def work(seed):
         order = np.random.default_rng(seed).permutation(len(calls) * 4) % len(calls)
@@ -486,7 +488,7 @@ def test_many_python_threads_at_once():
     try:
         run_threads(work)
     finally:
-        native_engine._MAX_PROGRAMS = before
+        native_engine._PROGRAMS = before
     assert errors == []
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import Any, Dict, Hashable, List, TypeVar
+from typing import Any, Dict, Hashable, List, Optional, TypeVar
 
 __all__ = ["BoundedCache", "renew_lock_after_fork"]
 
@@ -36,20 +36,33 @@ def renew_lock_after_fork(owner: Any) -> None:
 
 
 class BoundedCache(Dict[Hashable, V]):
-    """A dict of at most ``maxsize`` entries, filled with ``put`` (first in, first out)."""
+    """A dict of at most ``maxsize`` entries, filled with ``put`` (first in, first out); with ``maxbytes``,
+    its values (``bytes``) also hold at most that many bytes together, the newest kept whatever its size.
 
-    def __init__(self, maxsize: int) -> None:
+    >>> programs = BoundedCache(8, maxbytes=10)
+    >>> for key in "abc":
+    ...     _ = programs.put(key, b"12345")
+    >>> sorted(programs)
+    ['b', 'c']
+    """
+
+    def __init__(self, maxsize: int, maxbytes: Optional[int] = None) -> None:
         super().__init__()
         self.maxsize = maxsize
+        self.maxbytes = maxbytes
         self._lock = threading.Lock()
         renew_lock_after_fork(self)
 
     def put(self, key: Hashable, value: V) -> V:
-        """Keep ``value`` under ``key``, forgetting the oldest entries past ``maxsize``; return ``value``."""
+        """Keep ``value`` under ``key``, forgetting the oldest entries past the bounds; return ``value``."""
         with self._lock:
             self[key] = value
             while len(self) > self.maxsize:
                 del self[next(iter(self))]
+            if self.maxbytes is not None:
+                held = sum(len(v) for v in self.values())  # type: ignore[arg-type]
+                while held > self.maxbytes and len(self) > 1:
+                    held -= len(self.pop(next(iter(self))))  # type: ignore[arg-type]
         return value
 
 

@@ -196,7 +196,9 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
 
 
 _MAX_PROGRAMS = 256
-_PROGRAMS: "BoundedCache[bytes]" = BoundedCache(_MAX_PROGRAMS)
+#: Bytes the kept programs may hold together: a program carrying units' tables is up to 2 MiB.
+_MAX_PROGRAM_BYTES = 64 << 20
+_PROGRAMS: "BoundedCache[bytes]" = BoundedCache(_MAX_PROGRAMS, _MAX_PROGRAM_BYTES)
 
 
 def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
