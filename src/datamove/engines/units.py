@@ -75,7 +75,8 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
     the second, which then has no block, pads or crops, as NCHW's channels),
     laid out densely in ``out`` with the next batch's unit right after it,
     the parts' tables together at most :data:`MAX_ENTRIES` words (and, at
-    :data:`TABLE_COST` bytes a word, within the output's bytes and 1 MiB). One step: ``[UNITS, item, 0, 0, 0, src,
+    :data:`TABLE_COST` bytes a word, within the output's bytes and 1 MiB).
+    One step: ``[UNITS, item, 0, 0, 0, src,
     dst, 3, count, src_step, unit, parts, 0, part_step, unit, 0, 1]``, a part
     per block offset for SpaceToBatch (one for BatchToSpace, whose units
     read every block offset's input image), followed by each part's ``unit``
