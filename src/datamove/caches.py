@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import Any, Dict, Hashable, List, Optional, TypeVar
+from typing import Any, Dict, Hashable, List, Optional, TypeVar, cast
 
 __all__ = ["BoundedCache", "renew_lock_after_fork"]
 
@@ -60,9 +60,12 @@ class BoundedCache(Dict[Hashable, V]):
             while len(self) > self.maxsize:
                 del self[next(iter(self))]
             if self.maxbytes is not None:
-                held = sum(len(v) for v in self.values())  # type: ignore[arg-type]
+                sizes = {k: len(cast(bytes, v)) for k, v in self.items()}
+                held = sum(sizes.values())
                 while held > self.maxbytes and len(self) > 1:
-                    held -= len(self.pop(next(iter(self))))  # type: ignore[arg-type]
+                    oldest = next(iter(self))
+                    held -= sizes[oldest]
+                    del self[oldest]
         return value
 
 
