@@ -134,11 +134,12 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
         reach = -(-(_LINE // item) // unit) * abs(src_step)  # (the core's table reads on into the next units)
         if int(np.abs(tables[tables != ZERO]).max(initial=0)) + reach >= 1 << 28:
             return None
-        table = np.full((parts, unit), ZERO, np.int64)
-        table[:, offsets.ravel() - low] = tables.reshape(parts, unit)
         head = [_UNITS, item, 0, 0, 0, starts[0], starts[1] + low, 3, count, src_step, unit, parts, 0, part_step,
                 unit, 0, 1]
-        return [np.concatenate([np.array(head, np.int64), table.ravel()])]
+        step = np.empty(len(head) + parts * unit, np.int64)  # the head, then the tables in place (no copy)
+        step[:len(head)] = head
+        step[len(head):].reshape(parts, unit)[:, offsets.ravel() - low] = tables.reshape(parts, unit)
+        return [step]
     return None
 
 
