@@ -181,6 +181,40 @@ def test_long_contiguous_runs_are_split_among_threads():
     assert same_bits(dm.batch_to_space(data[:1], [1, 1], [0, 5], [0, 7], engine="native"), data[:1, 5:-7])
 
 
+def _ones_then_nhwc(shape):
+    """A C-contiguous array of ``shape`` with its values in NHWC order (moving it to NCHW is a transpose)."""
+    data = np.arange(int(np.prod(shape)), dtype=np.float32)
+    return np.moveaxis(data.reshape((shape[0],) + tuple(shape[2:]) + (shape[1],)), -1, 1)
+
+
+_SOURCE = np.arange(2 * 48 * 160 * 160, dtype=np.float32).reshape(2, 48, 160, 160)  # 9.4 MiB
+_MOVED = _ones_then_nhwc(_SOURCE.shape)
+
+
+@pytest.mark.parametrize("name, call, expected", [
+    ("copy", lambda: dm.space_to_depth(_SOURCE, "blocks_first", 1, engine="native"), lambda: _SOURCE),
+    ("copy, crops", lambda: dm.batch_to_space(_SOURCE, [1, 1, 1, 1], [0, 0, 1, 0], [0, 0, 2, 0], engine="native"),
+     lambda: _SOURCE[:, :, 1:-2]),
+    ("copy, pads", lambda: dm.space_to_batch(_SOURCE, [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 300, 0], engine="native"),
+     lambda: np.pad(_SOURCE, ((0, 0), (0, 0), (0, 300), (0, 0)))),
+    ("transpose", lambda: dm.space_to_depth(_MOVED, "depth_first", 1, engine="native"), lambda: _MOVED),
+    ("transpose, pads", lambda: dm.space_to_batch(_MOVED, [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 3], engine="native"),
+     lambda: np.pad(_MOVED, ((0, 0), (0, 0), (0, 0), (0, 3)))),
+])
+def test_a_block_of_one_is_shared_among_threads(name, call, expected):
+    # A block of 1 is a copy (or, across layouts, a transpose) whose tile was the whole step: the threads
+    # share a step by the loops around its tile, so one thread ran all of it, whatever the thread count.
+    native_engine._PROGRAMS.clear()
+    with _threads(16):
+        result = call()
+    (program,) = native_engine._PROGRAMS.values()
+    for pattern, word, block, loops in _steps(program):
+        rows, size = int(np.prod([l[0] for l in loops[:-2]])), int(np.prod([l[0] for l in loops])) * word
+        if size >= 1 << 20:  # every large step: tiles enough for 16 threads and their pieces, or tiles of 256 KiB
+            assert rows >= 64 or size // rows <= 256 << 10, (name, pattern, loops)
+    assert same_bits(result, expected())
+
+
 def test_thread_counts_give_the_same_result():
     data = np.random.default_rng(3).random((4, 8, 64, 64)).astype(np.float32)
     expected = ref.space_to_depth(data, "blocks_first", 2)

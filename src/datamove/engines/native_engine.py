@@ -86,10 +86,14 @@ STREAM_BYTES: Optional[int] = None  # set when the core loads
 #: steps staged through an L1 buffer read 1.19-1.61x streamed against 1.08-1.49x plain, and stay plain.
 REGISTER_STREAM_BYTES = 32 << 20
 
-# A nest whose rows are fewer than this has its innermost loop cut into
-# chunks of _CHUNK_WORDS, so the threads can share it.
+# A nest whose rows (the loops around its tile) are fewer than this has its tile cut (see _split), so that
+# the threads (up to 16, each taking up to 4 pieces) can share it: its innermost loop into chunks of
+# _CHUNK_WORDS, or of fewer words, none under _CHUNK_BYTES, where that leaves too few rows.
 _MIN_ROWS = 64
 _CHUNK_WORDS = 1 << 14
+_CHUNK_BYTES = 16 << 10
+# (Steps under this are left whole: the core gives a thread at least 256 KiB of a job.)
+_SHARED_BYTES = 512 << 10
 
 
 def can_take(array: object) -> bool:
@@ -106,7 +110,9 @@ def _step(pattern: str, word: int, block: int, lo: int, hi: int, src_start: int,
 
 def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int,
            loops: Sequence[Sequence[int]]) -> List[List[int]]:
-    """The steps of a nest, its innermost loop cut into chunks when the rows are too few to share."""
+    """The steps of a nest, its tile cut into smaller ones when the rows (the loops around it) are too few
+    to share among the threads: its rows (l1) where a copy, fill or transpose's tile holds nearly all of
+    the step (a block of 1), then its innermost loop into chunks."""
     loops = [list(l) for l in loops]
     lo = hi = 0
     if pattern in ("gather2", "scatter2"):  # the tile's rows from two block loops: j2 becomes (lo, hi)
@@ -114,19 +120,40 @@ def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int,
         side = 2 if pattern == "gather2" else 1  # the rows' side: gather writes B rows, scatter reads them
         pattern, lo, hi = pattern[:-1], j1[0], j2[side]
         loops = loops[:-3] + [[block, j1[1], j1[2]], i]
+    while len(loops) < 2:  # (l1 and l0 always: a chunk loop goes around l1, not in its place)
+        loops.insert(0, [1, 0, 0])
     rows = 1
     for l in loops[:-2]:
         rows *= l[0]
-    n0, s0, d0 = loops[-1] if loops else (0, 0, 0)
-    if rows >= _MIN_ROWS or n0 < 2 * _CHUNK_WORDS:
-        return [_step(pattern, word, block, lo, hi, src_start, dst_start, loops)]
-    chunks, rest = divmod(n0, _CHUNK_WORDS)
-    chunk = [chunks, _CHUNK_WORDS * s0, _CHUNK_WORDS * d0]
-    head = loops[:-2] + [chunk] + loops[-2:-1] + [[_CHUNK_WORDS, s0, d0]]
-    steps = [_step(pattern, word, block, lo, hi, src_start, dst_start, head)]
-    if rest:
-        tail = loops[:-1] + [[rest, s0, d0]]
-        steps.append(_step(pattern, word, block, lo, hi, src_start + chunks * chunk[1], dst_start + chunks * chunk[2], tail))
+    (n1, s1, d1), (n0, s0, d0) = loops[-2:]
+    nests = [(src_start, dst_start, loops, rows)]
+    if rows < _MIN_ROWS and pattern in ("contiguous", "fill", "strided") and n1 > 1 and rows * n1 * n0 * word >= _SHARED_BYTES:
+        # (Taken whole, SpaceToDepth with block 1, 512 MiB: one thread, 126 ms/GiB with two asked for;
+        # memcpy 64.) A copy's or fill's tiles become single rows; a transpose's keep enough rows to make
+        # the threads' shares, a multiple of 16 where it writes whole rows one after another, so that the
+        # core's AVX-512 transposes still take whole lines (strided_fits).
+        per = 1 if pattern != "strided" else max(1, n1 * rows // _MIN_ROWS)
+        if pattern == "strided" and d1 == n0 and d0 == 1 and (n0 % 16 == 0 or 16 % n0 == 0):
+            per = per + 15 & ~15
+        if per < n1:
+            whole, rest = divmod(n1, per)
+            nests = [(src_start, dst_start, loops[:-2] + [[whole, per * s1, per * d1], [per, s1, d1], loops[-1]], rows * whole)]
+            if rest:
+                nests.append((src_start + whole * per * s1, dst_start + whole * per * d1, loops[:-2] + [[rest, s1, d1], loops[-1]], rows))
+    steps = []
+    for src, dst, nest, count in nests:
+        # chunks of _CHUNK_WORDS, or fewer words (whole lines, from _CHUNK_BYTES) where that makes the rows
+        # too few
+        size = -(-n0 * count // _MIN_ROWS) + 63 & ~63
+        size = min(_CHUNK_WORDS, max(size, _CHUNK_BYTES // word))
+        if count >= _MIN_ROWS or n0 < 2 * size:
+            steps.append(_step(pattern, word, block, lo, hi, src, dst, nest))
+            continue
+        chunks, rest = divmod(n0, size)
+        chunk = [chunks, size * s0, size * d0]
+        steps.append(_step(pattern, word, block, lo, hi, src, dst, nest[:-2] + [chunk] + nest[-2:-1] + [[size, s0, d0]]))
+        if rest:
+            steps.append(_step(pattern, word, block, lo, hi, src + chunks * chunk[1], dst + chunks * chunk[2], nest[:-1] + [[rest, s0, d0]]))
     return steps
 
 
