@@ -215,6 +215,43 @@ def test_a_block_of_one_is_shared_among_threads(name, call, expected):
     assert same_bits(result, expected())
 
 
+def _pairs(step):
+    """The (src, dst) word offset pairs a step of ``_split`` copies, one per word (a fill's src: 0)."""
+    pattern, word, block, lo, hi, src, dst, count = step[:8]
+    loops = np.array(step[8:], np.int64).reshape(count, 3)
+    index = np.indices(tuple(loops[:, 0])).reshape(count, -1)
+    return list(zip((src + loops[:, 1] @ index).tolist(), (dst + loops[:, 2] @ index).tolist()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["contiguous", "fill", "strided"]),
+       st.lists(st.tuples(st.integers(1, 4), st.integers(-40, 40), st.integers(-40, 40)), max_size=2),
+       st.lists(st.tuples(st.integers(1, 40), st.integers(-40, 40), st.integers(-40, 40)), min_size=1, max_size=2),
+       st.integers(1, 3), st.booleans())
+def test_split_cuts_a_nest_into_steps_that_copy_the_same_words(pattern, outer, tile, min_rows, rows_on):
+    # _split's cuts (tiles of fewer rows, chunks of the innermost loop), at sizes a test can walk: every
+    # word pair of the nest once, no other, in steps whose rows reach the bound where the nest allows
+    loops = [list(l) for l in outer + tile]
+    if rows_on and len(loops) >= 2:  # a tile writing whole rows one after another (the transposes' 16-row case)
+        loops[-1][2], loops[-2][2] = 1, loops[-1][0]
+    word = 4
+    saved = (native_engine._MIN_ROWS, native_engine._CHUNK_WORDS, native_engine._CHUNK_BYTES, native_engine._SHARED_BYTES)
+    native_engine._MIN_ROWS, native_engine._CHUNK_WORDS, native_engine._CHUNK_BYTES, native_engine._SHARED_BYTES = \
+        8 * min_rows, 4, 8, 16
+    try:
+        steps = native_engine._split(pattern, word, 0, 100, 200, loops)
+    finally:
+        native_engine._MIN_ROWS, native_engine._CHUNK_WORDS, native_engine._CHUNK_BYTES, native_engine._SHARED_BYTES = saved
+    whole = [l for l in loops]
+    while len(whole) < 2:
+        whole.insert(0, [1, 0, 0])
+    expected = _pairs([0, word, 0, 0, 0, 100, 200, len(whole)] + [x for l in whole for x in l])
+    got = [pair for step in steps for pair in _pairs(step)]
+    assert sorted(got) == sorted(expected)  # (offsets may repeat inside one nest: a multiset, not a set)
+    for step in steps:
+        assert step[0] == native_engine._PATTERNS[pattern] and step[7] >= 2
+
+
 def test_thread_counts_give_the_same_result():
     data = np.random.default_rng(3).random((4, 8, 64, 64)).astype(np.float32)
     expected = ref.space_to_depth(data, "blocks_first", 2)
