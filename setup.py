@@ -4,7 +4,7 @@ setuptools' ``Extension`` is the whole build: C++17 files in ``src/native``, no 
 generator, no build tool beyond the compiler that builds Python's own
 extensions, so ``pip install .`` works wherever CPython's headers and a C++17
 compiler are. The files compile side by side, one job per core: each word
-width's kernels are a file of their own (``word1.cpp`` ... ``word32.cpp``).
+width's kernels are a file of their own (``word1.cpp`` ... ``word128.cpp``).
 """
 
 import glob

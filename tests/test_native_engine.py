@@ -765,7 +765,8 @@ def test_malformed_programs_are_refused():
     core.run(np.array([1] + gather, np.int64).tobytes(), address, address, 1, False)
     for bad in ([], [2] + step, [1] + step[:-1], [1] + step[:1] + [3] + step[2:], [1] + [9] + step[1:],
                 [1] + [1, 1, 7] + step[3:], [1] + step[:7] + [300] + step[8:], [-1],
-                [1] + gather[:3] + [3] + gather[4:], [1] + gather[:3] + [-1] + gather[4:]):  # rows in groups of 3 of 2
+                [1] + gather[:3] + [3] + gather[4:], [1] + gather[:3] + [-1] + gather[4:],  # rows in groups of 3 of 2
+                [1] + step[:1] + [64] + step[2:], [1] + gather[:1] + [128] + gather[2:], [1] + step[:1] + [256] + step[2:]):
         with pytest.raises(ValueError, match="malformed program"):
             core.run(np.array(bad, np.int64).tobytes(), address, address, 1, False)
 
@@ -915,11 +916,12 @@ def test_streamed_gather_windows_taken_as_runs(streaming, threads, dtype, block,
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype, channels", [(np.float32, 8), (np.float32, 4), (np.float32, 2), (np.float64, 4),
                                              (np.float64, 2), (np.uint8, 16), (np.uint16, 4), (np.complex128, 2),
-                                             (np.float16, 8)])
+                                             (np.float16, 8), (np.float32, 16), (np.float32, 32), (np.uint8, 64),
+                                             (np.complex128, 8)])
 @pytest.mark.parametrize("layout", ["tf", "channels_last"])
 def test_gather_windows_of_pixels(windows, monkeypatch, stream, threads, dtype, channels, layout):
     """SpaceToBatch of channels-last data (TensorFlow's NHWC, or NCHW stored channels-last) with pads on
-    the blocked axes: each window position is a pixel of 2 to 32 bytes, one word, so the pads of the
+    the blocked axes: each window position is a pixel of 2 to 128 bytes, one word, so the pads of the
     last blocked axis are written in the copy's pass. Bit for bit the spec's result and nothing outside
     ``out`` at offsets 0-48 bytes into a line, blocks 2-4 and 5 (the generic window), plain and streamed,
     rows cut among threads anywhere."""
@@ -1014,6 +1016,8 @@ def test_no_read_past_the_input():
              ("space_to_batch", (2, 6, 30, 8), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float32"),  # TF NHWC
              ("space_to_batch", (2, 6, 30, 4), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float32"),  # 16-byte pixels
              ("space_to_batch", (2, 6, 30, 2), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float64"),
+             ("space_to_batch", (2, 6, 30, 16), ([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]), "nchw", "float32"),  # 64 bytes
+             ("space_to_batch", (1, 16, 6, 62), pads, "nhwc", "float64"),  # 128-byte pixels
              ("space_to_batch", (1, 4, 6, 62), pads, "nhwc", "float32"),
              ("depth_to_space", (2, 64, 3, 9), ("blocks_first", 2), "nhwc", "float32"),  # rows of tiles' chunks
              ("depth_to_space", (2, 256, 2, 5), ("blocks_first", 2), "nhwc", "float32"),
@@ -1027,8 +1031,8 @@ def test_no_read_past_the_input():
 
 
 def test_windows_of_pixels_only_where_the_core_takes_them():
-    """Pixels of 32 bytes (and of 2-16) lower to windows in SpaceToBatch only; pixels over 32 bytes or not
-    a power of two, and BatchToSpace's scatter windows of pixels, lower to None (the copies then run)."""
+    """Pixels of 2 to 128 bytes lower to windows in SpaceToBatch only; pixels over 128 bytes or not a power
+    of two, and BatchToSpace's scatter windows of pixels, lower to None (the copies then run)."""
     from datamove.engines.strided import lower_window
 
     def nest(op, shape, channels, dtype=np.float32):
@@ -1041,7 +1045,10 @@ def test_windows_of_pixels_only_where_the_core_takes_them():
 
     assert all(n is not None and n.word == 32 for n in nest("space_to_batch", (1, 6, 6), 8))
     assert all(n is not None and n.word == 16 for n in nest("space_to_batch", (1, 6, 6), 2, np.float64))
-    assert all(n is None for n in nest("space_to_batch", (1, 6, 6), 16))  # 64 bytes
+    assert all(n is not None and n.word == 64 for n in nest("space_to_batch", (1, 6, 6), 16))
+    assert all(n is not None and n.word == 128 for n in nest("space_to_batch", (1, 6, 6), 16, np.float64))
+    assert all(n is None for n in nest("space_to_batch", (1, 6, 6), 64))  # 256 bytes
+    assert all(n is None for n in nest("space_to_batch", (1, 6, 6), 12))  # 48 bytes
     assert all(n is None for n in nest("space_to_batch", (1, 6, 6), 3))  # 12 bytes
     assert all(n is None for n in nest("batch_to_space", (4, 4, 4), 4))  # a scatter window of 16-byte pixels
     assert all(n is not None and n.word == 4 for n in nest("batch_to_space", (4, 4, 4), 1))  # one item: as NCHW

@@ -10,7 +10,7 @@
 //   bodies.hpp   the block tiles' SIMD bodies (SSE2, SSSE3) and short runs of pixels
 //   lines.hpp    streamed gathers and scatters: chunks through L1, AVX-512's whole-line kernels
 //   rows.hpp     the kernels by pattern and run_rows, which walks a step's rows
-//   word*.cpp    run_rows for one word width each (1, 2, 4, 8, 16, 32 bytes), compiled in parallel
+//   word*.cpp    run_rows for one word width each (1, 2, 4, 8, 16; 32, 64, 128 bytes: windows), compiled in parallel
 //   program.cpp  parse (a program into steps) and streams (whether its stores go around the cache)
 //   pool.cpp     jobs and the thread pool (fork-safe)
 //   module.cpp   the Python module (also core.hpp: what the last three share)
@@ -140,6 +140,14 @@ struct alignas(16) W16 {
 // aligned to 16 bytes like W16 (NumPy's large arrays start 16 bytes into a line).
 struct alignas(16) W32 {
     W16 a, b;
+};
+
+// Pixels of 64 and 128 bytes (16 and 32 float32 channels), for gather windows too.
+struct alignas(16) W64 {
+    W32 a, b;
+};
+struct alignas(16) W128 {
+    W64 a, b;
 };
 
 struct Loop {

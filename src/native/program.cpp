@@ -326,7 +326,9 @@ RowsFn pick(const Step& st, bool stream) {
         case 4: return rows_for<uint32_t>(st.pattern, st.block, stream);
         case 8: return rows_for<uint64_t>(st.pattern, st.block, stream);
         case 16: return rows_for<W16>(st.pattern, st.block, stream);
-        default: return rows_for<W32>(st.pattern, st.block, stream);  // gather windows only (parse)
+        case 32: return rows_for<W32>(st.pattern, st.block, stream);  // gather windows only (parse)
+        case 64: return rows_for<W64>(st.pattern, st.block, stream);
+        default: return rows_for<W128>(st.pattern, st.block, stream);
     }
 }
 
@@ -348,7 +350,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
         at += 8;
         if (st.pattern < 0 || st.pattern > UNITS || nloops < 2 || nloops > kMaxLoops || at + 3 * nloops > n) return false;
         if (st.word != 1 && st.word != 2 && st.word != 4 && st.word != 8 && st.word != 16 &&
-            !(st.word == 32 && st.pattern == GATHER_WINDOW))
+            !((st.word == 32 || st.word == 64 || st.word == 128) && st.pattern == GATHER_WINDOW))
             return false;
         if ((st.pattern == GATHER || st.pattern == SCATTER) &&
             (st.block < 2 || st.block > 4 || st.lo < 0 || (st.lo && st.block % st.lo))) return false;

@@ -629,7 +629,7 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
 }
 
 
-// Gather windows only: 32-byte words (pixels) come only in SpaceToBatch's windows, so only those are
+// Gather windows only: 32- to 128-byte words (pixels) come only in SpaceToBatch's windows, so only those are
 // compiled for them (every pattern would add a third to the build's time).
 template <typename T, bool NT>
 RowsFn pick_gather_window(int block) {
@@ -655,11 +655,11 @@ RowsFn pick_word(int pattern, int block) {
 }
 
 // The run_rows of a word type for a pattern and block, plain or streamed. Each word type's instances are
-// compiled in a file of their own (word1.cpp ... word32.cpp), in parallel; the others see these
+// compiled in a file of their own (word1.cpp ... word128.cpp), in parallel; the others see these
 // declarations only.
 template <typename T>
 RowsFn rows_for(int pattern, int block, bool stream) {
-    if constexpr (std::is_same_v<T, W32>) {
+    if constexpr (std::is_same_v<T, W32> || std::is_same_v<T, W64> || std::is_same_v<T, W128>) {
         return stream ? pick_gather_window<T, true>(block) : pick_gather_window<T, false>(block);
     } else {
         return stream ? pick_word<T, true>(pattern, block) : pick_word<T, false>(pattern, block);
@@ -672,5 +672,7 @@ extern template RowsFn rows_for<uint32_t>(int, int, bool);
 extern template RowsFn rows_for<uint64_t>(int, int, bool);
 extern template RowsFn rows_for<W16>(int, int, bool);
 extern template RowsFn rows_for<W32>(int, int, bool);
+extern template RowsFn rows_for<W64>(int, int, bool);
+extern template RowsFn rows_for<W128>(int, int, bool);
 
 }  // namespace dm

@@ -295,7 +295,7 @@ def lower_fill(dst_array: np.ndarray, view: View, aligned: bool = True, widest: 
 
 
 class WindowNest(NamedTuple):
-    word: int  # bytes a position of the window: an item, or a pixel of items (up to 32 bytes)
+    word: int  # bytes a position of the window: an item, or a pixel of items (up to 128 bytes)
     src_start: int
     dst_start: int
     loops: Tuple[Loop, ...]  # ..., (B, b strides), (blocks, d strides): loops 1 and 0
@@ -312,12 +312,14 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     They take it when each position ``t`` of the window is one word on the
     space side, the word at ``start + t``: an item of 1, 2, 4, 8 or 16 bytes
     where the window axis is contiguous, or, in SpaceToBatch's gather windows,
-    a pixel of 2 to 32 bytes (a power of two) where the items after it are
+    a pixel of 2 to 128 bytes (a power of two) where the items after it are
     (channels-last data: the loops contiguous on both sides merge into the
     item). Words are aligned to their size, up to 16 bytes. Pixels write the
     padding in the copy's pass: TensorFlow's NHWC, 8 float32 channels, 64 MiB,
     1.14-1.26x the copy floor -> 1.06-1.09x; 2 channels, block 4, 1.80x ->
-    0.85x (2-core Intel Xeon, same process, in turns). BatchToSpace's scatter
+    0.85x (2-core Intel Xeon, same process, in turns); 64- and 128-byte pixels
+    (16 and 32 float32 channels), 62 x 62 to 189 x 189 images, whose edge pixels
+    were steps of their own: 1.13-1.32x -> 1.04-1.10x. BatchToSpace's scatter
     windows keep items: in pixels, 5-D channels-last went 1.18x -> 1.34x.
 
     >>> from datamove import plans
@@ -338,7 +340,7 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     unit = [l for l in rest if l[1] == 1 and l[2] == 1]  # the item and the items that go on from it on both sides
     word = unit[0][0] if unit else 1
     side = 1 if window.space == "src" else 2  # the space side: contiguous along the window
-    if word not in (1, 2, 4, 8, 16, 32) or offsets[side] != word or (word != itemsize and window.space != "src"):
+    if word not in (1, 2, 4, 8, 16, 32, 64, 128) or offsets[side] != word or (word != itemsize and window.space != "src"):
         return None
     rest = [l for l in rest if l not in unit]
     if addresses is None:
