@@ -114,8 +114,8 @@ constexpr int64_t kLinesAhead = 4096;
 // Xeon: SpaceToDepth blocks_first NCHW, 256 MiB to 1 GiB, 1.10-1.13x -> 1.03-1.08x the copy floor, 128 MiB
 // 0.68x -> 0.64x; TensorFlow's NHWC SpaceToBatch with pads 1.16-1.25x -> 1.11-1.16x; the survey's 168
 // small-image cases as before (ratios summed 164.4 -> 163.8; the five that read slower by 0.04-0.22 in one
-// pass were within 0.02 when run again). (A plain copy in C, 512 MiB, two threads: memcpy 1.00, one
-// stream 1.03-1.07, pages two or four at once 0.85-0.95.)
+// pass were within 0.02 when run again). (A plain copy in C, 512 MiB, two threads, four runs: memcpy 1.00,
+// one stream 0.97-1.09, two or four pages at once 0.85-0.95.)
 constexpr int64_t kInterleave = 2;
 constexpr int64_t kInterleaveLines = 32;
 
