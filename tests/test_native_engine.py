@@ -252,6 +252,32 @@ def test_split_cuts_a_nest_into_steps_that_copy_the_same_words(pattern, outer, t
         assert step[0] == native_engine._PATTERNS[pattern] and step[7] >= 2
 
 
+@pytest.mark.parametrize("block, streamed", [(2, True), (4, True), (3, False)])
+def test_register_streams_take_16_byte_scatters_and_a_few_staged_steps(block, streamed):
+    """Below the last-level cache's size (stream mode 1) a program streams where its steps stream from
+    registers, scatters of 16-byte words (pixels of 4 float32 channels) in blocks of 2 or 4 included, and
+    its other steps (a crop's edge pixels) hold at most an eighth of its output: channels-last BatchToSpace
+    with crops. A 3 x 3 block's scatter, staged and the bulk of the program, keeps it plain. Bit for bit
+    either way."""
+    core = native_engine.core()
+    nchw = np.random.default_rng(block).random((block * block * 2, 4, 60, 60)).astype(np.float32)
+    data = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)  # channels-last
+    args = ([1, 1, block, block], [0, 0, 1, 1], [0, 0, 1, 1])
+    expected = ref.batch_to_space(data, *args)
+    out = np.zeros((expected.shape[0],) + expected.shape[2:] + (4,), np.float32).transpose(0, 3, 1, 2)
+    plan = plans.batch_to_space(data.shape, expected.shape, *map(tuple, args))
+    program = native_engine.program(plan, data, out, stream=1)
+    steps = _steps(program)
+    bulk = max(steps, key=lambda step: np.prod([l[0] for l in step[3]]))
+    assert bulk[:3] == (native_engine._PATTERNS["scatter"], 16, block), bulk
+    assert len(steps) > 1  # the edge pixels, steps of their own
+    addresses = (native_engine._address(data), native_engine._address(out))
+    assert core.streams(program, addresses[1], True) == streamed
+    with _threads(2):
+        core.run(program, *addresses, dm.get_num_threads(), 1)
+    assert same_bits(out, expected)
+
+
 def test_thread_counts_give_the_same_result():
     data = np.random.default_rng(3).random((4, 8, 64, 64)).astype(np.float32)
     expected = ref.space_to_depth(data, "blocks_first", 2)
