@@ -234,6 +234,25 @@ def test_all_four_ops_from_eight_threads(engine, monkeypatch):
     run_threads(work)
     assert not failures, failures[:5]
     assert len(recipes.RECIPES) <= 8 and len(native_engine._PROGRAMS) <= 4  # the bound holds exactly: put() locks
+    assert native_engine._PROGRAMS.held == sum(map(len, native_engine._PROGRAMS.values()))  # the running total too
+
+
+def test_a_cache_bounded_by_bytes_keeps_its_total_through_puts_deletes_and_clears():
+    # BoundedCache's byte bound (the core's programs) keeps a running total: it must match the values held
+    # and keep them within maxbytes (the newest alone may exceed it), whatever the mix of operations
+    from datamove.caches import BoundedCache
+
+    rng = np.random.default_rng(11)
+    cache: BoundedCache[bytes] = BoundedCache(50, maxbytes=20_000)
+    for _ in range(4000):
+        key = int(rng.integers(0, 120))
+        cache.put(key, bytes(int(rng.integers(1, 6000))))  # new keys and replaced ones
+        if rng.random() < 0.05:
+            del cache[next(iter(cache))]
+        if rng.random() < 0.01:
+            cache.clear()
+        assert cache.held == sum(map(len, cache.values()))
+        assert len(cache) <= 50 and (cache.held <= 20_000 or len(cache) == 1)
 
 
 def test_a_child_forked_while_another_thread_adds_a_recipe_can_add_its_own():
