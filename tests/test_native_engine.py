@@ -252,13 +252,13 @@ def test_split_cuts_a_nest_into_steps_that_copy_the_same_words(pattern, outer, t
         assert step[0] == native_engine._PATTERNS[pattern] and step[7] >= 2
 
 
-@pytest.mark.parametrize("block, streamed", [(2, True), (4, True), (3, False)])
-def test_register_streams_take_16_byte_scatters_and_a_few_staged_steps(block, streamed):
+@pytest.mark.parametrize("block", [2, 3, 4])
+def test_register_streams_take_16_byte_scatters_and_a_few_staged_steps(block):
     """Below the last-level cache's size (stream mode 1) a program streams where its steps stream from
-    registers, scatters of 16-byte words (pixels of 4 float32 channels) in blocks of 2 or 4 included, and
-    its other steps (a crop's edge pixels) hold at most an eighth of its output: channels-last BatchToSpace
-    with crops. A 3 x 3 block's scatter, staged and the bulk of the program, keeps it plain. Bit for bit
-    either way."""
+    registers, scatters of 16-byte words (pixels of 4 float32 channels) in blocks of 2 or 4 included, or
+    stage whole rows of 240 bytes and more (a 3 x 3 block's scatter, rows of 178 pixels), and its other
+    steps (a crop's edge pixels) hold at most an eighth of its output: channels-last BatchToSpace with
+    crops. Bit for bit."""
     core = native_engine.core()
     nchw = np.random.default_rng(block).random((block * block * 2, 4, 60, 60)).astype(np.float32)
     data = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)  # channels-last
@@ -272,7 +272,7 @@ def test_register_streams_take_16_byte_scatters_and_a_few_staged_steps(block, st
     assert bulk[:3] == (native_engine._PATTERNS["scatter"], 16, block), bulk
     assert len(steps) > 1  # the edge pixels, steps of their own
     addresses = (native_engine._address(data), native_engine._address(out))
-    assert core.streams(program, addresses[1], True) == streamed
+    assert core.streams(program, addresses[1], True)
     with _threads(2):
         core.run(program, *addresses, dm.get_num_threads(), 1)
     assert same_bits(out, expected)
@@ -2279,11 +2279,34 @@ def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
                                   (op.__name__, args, positions))
 
 
+@pytest.mark.parametrize("width, streamed", [(126, True), (30, False)])
+def test_register_streams_take_windows_of_wide_pixels_with_long_rows(width, streamed):
+    """Channels-last SpaceToBatch of 64 float16 channels (128-byte pixels) with pads: its gather windows
+    stage rows in the L1 buffer; below the last-level cache's size (stream mode 1) they stream where a row
+    is 4 KiB or more (64 pixels), and a program of 16-pixel rows (2 KiB) stays plain. Bit for bit."""
+    core = native_engine.core()
+    nchw = np.random.default_rng(width).random((2, 64, 40, width)).astype(np.float16)
+    data = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)  # channels-last
+    args = ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])
+    expected = ref.space_to_batch(data, *args)
+    out = np.zeros((expected.shape[0],) + expected.shape[2:] + (64,), np.float16).transpose(0, 3, 1, 2)
+    plan = plans.space_to_batch(data.shape, expected.shape, *map(tuple, args))
+    program = native_engine.program(plan, data, out, stream=1)
+    bulk = max(_steps(program), key=lambda step: np.prod([l[0] for l in step[3]]))
+    assert bulk[:2] == (native_engine._PATTERNS["gather_window"], 128), bulk
+    addresses = (native_engine._address(data), native_engine._address(out))
+    assert core.streams(program, addresses[1], True) == (streamed and core.streams(program, addresses[1]))
+    with _threads(2):
+        core.run(program, *addresses, dm.get_num_threads(), 1)
+    assert same_bits(out, expected)
+
+
 def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_registers(monkeypatch):
     """From REGISTER_STREAM_BYTES up to STREAM_BYTES (a last-level cache larger than the first), a call is
     streamed only where every step streams straight from registers: copies, fills, scatters of 4- and
-    8-byte words in blocks of 2 or 4, and (where the CPU has AVX-512) gathers and SpaceToBatch's windows
-    stored a whole line at a time, padding and all; scatters of blocks of 3, and without AVX-512 every
+    8-byte words in blocks of 2 or 4, scatters of any block whose rows are 240 bytes or more (staged whole
+    in the L1 buffer), and (where the CPU has AVX-512) gathers and SpaceToBatch's windows stored a whole
+    line at a time, padding and all; scatters of blocks of 3 into shorter rows, and without AVX-512 every
     gather (through the L1 buffer), store plainly. Bit for bit the spec's result either way, at several
     offsets into a line."""
     core = native_engine.core()
@@ -2297,7 +2320,9 @@ def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_regi
         (dm.depth_to_space, ref.depth_to_space, plans.depth_to_space, (2, 16, 8, 64), np.float32, ("blocks_first", 2), True),
         (dm.batch_to_space, ref.batch_to_space, plans.batch_to_space, (8, 2, 8, 64), np.float64,
          ((1, 1, 2, 2), (0, 0, 1, 0), (0, 0, 1, 2)), True),
-        (dm.depth_to_space, ref.depth_to_space, plans.depth_to_space, (2, 18, 8, 64), np.float32, ("depth_first", 3), False),
+        (dm.depth_to_space, ref.depth_to_space, plans.depth_to_space, (2, 18, 8, 16), np.float32, ("depth_first", 3), False),
+        (dm.depth_to_space, ref.depth_to_space, plans.depth_to_space, (2, 18, 8, 64), np.float32, ("depth_first", 3), True),
+        (dm.depth_to_space, ref.depth_to_space, plans.depth_to_space, (2, 18, 8, 20), np.float32, ("depth_first", 3), True),
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 128), np.float32, ("blocks_first", 2), lines),
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 128), np.float64, ("depth_first", 4), lines),
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 256), np.uint8, ("blocks_first", 2),

@@ -79,8 +79,9 @@ STREAM_BYTES: Optional[int] = None  # set when the core loads
 
 #: Output size from which, below :data:`STREAM_BYTES`, the programs whose steps stream straight from
 #: registers (copies, fills, scatters of 4-, 8- and 16-byte words in blocks of 2 or 4, and, where the
-#: CPU has AVX-512, gathers and SpaceToBatch's windows a whole line at a time; other steps, at most an
-#: eighth of the output, stored plainly or streamed as they can) are streamed too. A
+#: CPU has AVX-512, gathers and SpaceToBatch's windows a whole line at a time; scatters staging rows of
+#: 240 bytes and more, and windows of 32-byte pixels and more staging rows of 4 KiB, count as these; other
+#: steps, at most an eighth of the output, stored plainly or streamed as they can) are streamed too. A
 #: last-level cache larger than this is shared with cores other programs (or, in a virtual machine,
 #: other machines) hold: on a 2-core Intel Xeon VM with a 300 MiB L3, 64 and 128 MiB cases took
 #: 0.69-1.11x the copy floor streamed this way against 0.91-1.63x plain (same process, in turns), while
