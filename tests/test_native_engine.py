@@ -1052,7 +1052,9 @@ def test_no_read_past_the_input():
              ("depth_to_space", (2, 128, 3, 7), ("depth_first", 4), "nhwc", "float32"),  # strided_lines
              ("space_to_depth", (2, 4, 6, 33), ("depth_first", 3), "nhwc", "float32"),  # table_lines
              ("space_to_batch", (1, 3, 6, 62), pads, "nhwc", "float32"),
-             ("depth_to_space", (2, 9, 3, 41), ("blocks_first", 3), "nhwc", "float64")]
+             ("depth_to_space", (2, 9, 3, 41), ("blocks_first", 3), "nhwc", "float64"),
+             ("depth_to_space", (2, 16, 3, 20), ("blocks_first", 2), "nhwc", "float32"),  # stream_small_chunks
+             ("depth_to_space", (2, 8, 3, 40), ("blocks_first", 2), "nhwc", "float32")]
     assert _child(_GUARDED.replace("CASES", repr(cases))).strip() == "ok"
 
 
@@ -1645,6 +1647,26 @@ def test_pixels_of_a_few_channels_are_transposed_in_registers(word, block, n, th
                 _run_and_compare(core, program, src, raw, expected, threads, (run, s1, gap, shift))
     finally:
         dm.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("channels, mode, width", [(16, "depth_first", 40), (16, "blocks_first", 40), (32, "blocks_first", 40),
+                                                   (16, "depth_first", 3), (16, "blocks_first", 5), (8, "blocks_first", 33)])
+def test_pixels_of_few_channels_stream_whole_lines_at_any_offset(streaming, threads, channels, mode, width):
+    """Channels-last DepthToSpace into 2 to 8 float32 channels, streamed: its small pixels' tiles
+    (scatter_run_lines, and stream_small_chunks for runs of 16- and 32-byte rows) store whole lines,
+    shifted where no tile starts a line, the first and last partial lines plainly. Bit for bit the spec's
+    result and nothing outside it at every 4-byte offset into a line (NumPy's own are 16 bytes in), rows
+    long and short (3 pixels: tile by tile), cut among threads anywhere."""
+    rng = np.random.default_rng(channels + width)
+    data = np.ascontiguousarray(rng.random((3, 7, width, channels), dtype=np.float32)).transpose(0, 3, 1, 2)
+    expected = ref.depth_to_space(data, mode, 2)
+    nhwc = np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
+    with _threads(threads):
+        for offset, out, written_outside in _outs_at_offsets(nhwc, range(0, 64, 4)):
+            dm.depth_to_space(data, mode, 2, out=out.transpose(0, 3, 1, 2), engine="native")
+            assert same_bits(out, nhwc), offset
+            assert not written_outside(), offset
 
 
 @pytest.mark.parametrize("threads", [1, 3])

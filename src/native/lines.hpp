@@ -217,51 +217,6 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i line_of(const _
     return _mm512_shuffle_i64x2(lo, hi, 0x44);
 }
 
-// Vectors stored at `p` bytes into a line (a multiple of 4), a whole line at a time: each line of dst is
-// the end of the vector before it and the start of its own (one permute). A run's first line takes its
-// start only, and its last its end only, both stored plainly (masked). chained_lines, strided_lines,
-// table_lines.
-struct Shifted {
-    int64_t p;
-    __m512i idx;  // lane i: lane i - p / 4 of its own vector, or for i < p / 4 lane 16 + i - p / 4 of the one before
-    __mmask16 head, tail;
-};
-
-__attribute__((target("avx512f"), always_inline)) inline Shifted shifted(const char* at) {
-    const int64_t p = (int64_t)(reinterpret_cast<uintptr_t>(at) & (kLine - 1));
-    const int ph = (int)(p / 4);
-    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    return Shifted{p, _mm512_add_epi32(iota, _mm512_set1_epi32(16 - ph)), (__mmask16)(0xFFFFu << ph), (__mmask16)((1u << ph) - 1)};
-}
-
-// The line at o (on a line): the end of prev and the start of v.
-__attribute__((target("avx512f"), always_inline)) inline void shifted_line(char* o, const Shifted& s, __m512i prev, __m512i v) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(o), _mm512_permutex2var_epi32(prev, s.idx, v));
-}
-
-// A run's first line, at o: v's start only.
-__attribute__((target("avx512f"), always_inline)) inline void shifted_first(char* o, const Shifted& s, __m512i v) {
-    _mm512_mask_storeu_epi32(o, s.head, _mm512_permutex2var_epi32(v, s.idx, v));
-}
-
-// A line of a run at o: stored plainly (NT false: o is where v goes), or streamed shifted (the run's
-// first line: its start only). strided_lines, table_lines.
-template <bool NT>
-__attribute__((target("avx512f"), always_inline)) inline void put_shifted(char* o, const Shifted& s, __m512i prev, __m512i v,
-                                                                         bool first) {
-    if (!NT) {
-        _mm512_storeu_si512(o, v);
-    } else if (first) {
-        shifted_first(o, s, v);
-    } else {
-        shifted_line(o, s, prev, v);
-    }
-}
-
-// A run's last line, at o (none where the run ends on a line): the end of its last vector.
-__attribute__((target("avx512f"), always_inline)) inline void shifted_last(char* o, const Shifted& s, __m512i last) {
-    if (s.tail) _mm512_mask_storeu_epi32(o, s.tail, _mm512_permutex2var_epi32(last, s.idx, last));
-}
 #endif
 
 // Of a run of `total` positions of W bytes from d: the first that starts a line, and the end of the last
