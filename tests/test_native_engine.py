@@ -1054,7 +1054,12 @@ def test_no_read_past_the_input():
              ("space_to_batch", (1, 3, 6, 62), pads, "nhwc", "float32"),
              ("depth_to_space", (2, 9, 3, 41), ("blocks_first", 3), "nhwc", "float64"),
              ("depth_to_space", (2, 16, 3, 20), ("blocks_first", 2), "nhwc", "float32"),  # stream_small_chunks
-             ("depth_to_space", (2, 8, 3, 40), ("blocks_first", 2), "nhwc", "float32")]
+             ("depth_to_space", (2, 8, 3, 40), ("blocks_first", 2), "nhwc", "float32"),
+             ("space_to_batch", (1, 3, 6, 62), pads, "nhwc", "uint8"),  # pixel_rows: 3-byte pixels
+             ("space_to_batch", (1, 3, 6, 60), ([1, 1, 2, 3], [0, 0, 1, 0], [0, 0, 1, 0]), "nhwc", "uint16"),
+             ("batch_to_space", (4, 3, 5, 40), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1]), "nhwc", "uint8"),  # pixel_tiles
+             ("batch_to_space", (6, 5, 4, 30), ([1, 1, 2, 3], [0, 0, 0, 1], [0, 0, 1, 0]), "nhwc", "uint8"),
+             ("batch_to_space", (4, 3, 5, 40), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 0]), "nhwc", "uint8")]
     assert _child(_GUARDED.replace("CASES", repr(cases))).strip() == "ok"
 
 
@@ -1672,8 +1677,9 @@ def test_pixels_of_few_channels_stream_whole_lines_at_any_offset(streaming, thre
 @pytest.mark.parametrize("threads", [1, 3])
 def test_short_rows_of_any_size_a_run_at_a_time(threads):
     """contiguous_run: runs of CONTIGUOUS tiles of rows of 1 to 33 and 48, 64, 128 bytes (a pixel of 3 uint8
-    channels is 3 bytes; sizes without a fixed-size case move as two overlapping moves), in words of 1, 2, 4
-    and 8 bytes, streamed or not, at every offset: bit for bit, nothing written outside."""
+    channels is 3 bytes; sizes without a fixed-size case move as two overlapping moves, or by byte
+    permutes: pixel_rows, pixel_tiles), in words of 1, 2, 4 and 8 bytes, a tile's rows far apart or side by
+    side, streamed or not, at every offset: bit for bit, nothing written outside."""
     core = native_engine.core()
     rng = np.random.default_rng(3)
     before = dm.get_num_threads()
@@ -1685,11 +1691,13 @@ def test_short_rows_of_any_size_a_run_at_a_time(threads):
                     continue
                 n = nbytes // word
                 dtype = np.dtype("u%d" % word)
-                for run, rows, shift in ((1, 1, 0), (9, 2, 0), (40, 3, 1), (40, 2, 2)):
-                    d1, dm_ = n * run + 1, n  # a tile's rows far apart, the tiles of a run going on
+                for run, rows, shift, side in ((1, 1, 0, 0), (9, 2, 0, 0), (40, 3, 1, 0), (40, 2, 2, 0), (9, 2, 0, 1),
+                                               (41, 3, 1, 1), (23, 4, 0, 1), (40, 2, 3, 1)):
+                    # a tile's rows far apart, the tiles of a run going on; or (side) its rows side by side
+                    d1, dm_ = (n, n * rows) if side else (n * run + 1, n)
                     s1, sm = n, n * rows + 1
                     src = rng.integers(0, 255, size=sm * run + s1 * rows, dtype=np.uint8).astype(dtype)
-                    raw = np.zeros(d1 * rows + n * run + 8, dtype)
+                    raw = np.zeros((run - 1) * dm_ + (rows - 1) * d1 + n + 16, dtype)
                     start = _aligned_start(raw, shift)
                     expected = raw.copy()
                     for m in range(run):

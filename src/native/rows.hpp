@@ -418,6 +418,89 @@ __attribute__((target("avx512f"))) DM_NOINLINE inline void stream_small_chunks(c
 }
 #endif
 
+#if DM_HAVE_AVX512
+// Runs of rows of P bytes (P under 32 and not a power of two: a pixel of 3 uint8 channels), each of `run`
+// rows one after another in d (row m of run j from s + j * s1 + m * sm to d + j * d1 + m * P: a run of
+// CONTIGUOUS tiles of `rows` rows), stored plainly G rows at a time: two 64-byte loads (each masked to the bytes the
+// rows read, so nothing past them is read), one byte permute (VBMI), one masked store; the last group
+// short. False where fewer than 2 rows fit a permute's 128 bytes. A row at a time (copy_small),
+// channels-last SpaceToBatch of uint8 RGB images with pads, 64 MiB, took 5.2x the copy floor.
+DM_NARROW DM_NOINLINE inline bool pixel_rows(char* d, const char* s, int64_t P, int64_t sm, int64_t run, int64_t rows,
+                                             int64_t d1, int64_t s1) {
+    if (sm < 0 || P < 1 || P >= 64) return false;
+    const int64_t G = std::min<int64_t>(64 / P, sm > 0 ? (128 - P) / sm + 1 : 64);
+    if (G < 2) return false;
+    // byte k of a group: row q = k / P (a multiply-high in 16-bit lanes, exact for k < 64), byte k - q * P
+    // of it, at q * sm + k - q * P; built in registers (an index stored and loaded waits on the stores)
+    const __m512i k_lo = _mm512_cvtepu8_epi16(_mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
+                                                               19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31));
+    const __m512i k_hi = _mm512_add_epi16(k_lo, _mm512_set1_epi16(32));
+    const __m512i M = _mm512_set1_epi16((short)((65536 + P - 1) / P)), gap = _mm512_set1_epi16((short)(sm - P));
+    const auto index = [&](__m512i k) DM_NARROW { return _mm512_add_epi16(k, _mm512_mullo_epi16(_mm512_mulhi_epu16(k, M), gap)); };
+    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(index(k_lo))),
+                                           _mm512_cvtepi16_epi8(index(k_hi)), 1);
+    const auto bytes = [](int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1; };
+    for (int64_t j = 0; j < rows; ++j) {  // (a tile's rows: each its own run in d)
+        const auto group = [&](int64_t m, int64_t g) DM_NARROW {  // rows [m, m + g) of the run
+            const int64_t need = (g - 1) * sm + P;  // bytes they read
+            const char* p = s + j * s1 + m * sm;
+            const __m512i x = _mm512_maskz_loadu_epi8(bytes(need), p), y = _mm512_maskz_loadu_epi8(bytes(need - 64), p + 64);
+            _mm512_mask_storeu_epi8(d + j * d1 + m * P, bytes(g * P), _mm512_permutex2var_epi8(x, idx, y));
+        };
+        int64_t m = 0;
+        for (; m + G <= run; m += G) group(m, G);  // (the masks the same each time: hoisted)
+        if (m < run) group(m, run - m);
+    }
+    return true;
+}
+#endif
+
+#if DM_HAVE_AVX512
+// The same where a tile's R = 2 to 4 rows lie side by side in d, the tiles one after another (row j of
+// tile m from s + j * s1 + m * sm to d + m * R * P + j * P: channels-last BatchToSpace, a pixel from each
+// of R batch items in turn), G tiles at a time: a load of each row's G pixels (masked to the bytes read),
+// a byte permute of each into its places (merged under a mask), one masked store. False where fewer than
+// 2 tiles fit a vector. Tile by tile, BatchToSpace of uint8 RGB images with crops, 64 MiB, took 4.8x the
+// copy floor.
+DM_NARROW DM_NOINLINE inline bool pixel_tiles(char* d, const char* s, int64_t P, int64_t sm, int64_t run, int64_t R, int64_t s1) {
+    const int64_t dm = R * P;
+    if (sm < 0 || P < 1 || R < 2 || R > 4 || dm > 32) return false;
+    const int64_t G = std::min<int64_t>(64 / dm, sm > 0 ? (64 - P) / sm + 1 : 64);
+    if (G < 2) return false;
+    // byte k: tile q = k / dm, row j = (k - q * dm) / P (multiplies-high in 16-bit lanes, exact for k < 64),
+    // byte b of it, from byte q * sm + b of row j's load
+    const __m512i k_lo = _mm512_cvtepu8_epi16(_mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
+                                                               19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31));
+    const __m512i k_hi = _mm512_add_epi16(k_lo, _mm512_set1_epi16(32));
+    const __m512i Mt = _mm512_set1_epi16((short)((65536 + dm - 1) / dm)), Mp = _mm512_set1_epi16((short)((65536 + P - 1) / P));
+    const auto halves = [&](__m512i k, __m512i* at, __m512i* row) DM_NARROW {
+        const __m512i q = _mm512_mulhi_epu16(k, Mt), r = _mm512_sub_epi16(k, _mm512_mullo_epi16(q, _mm512_set1_epi16((short)dm)));
+        const __m512i j = _mm512_mulhi_epu16(r, Mp), b = _mm512_sub_epi16(r, _mm512_mullo_epi16(j, _mm512_set1_epi16((short)P)));
+        *at = _mm512_add_epi16(_mm512_mullo_epi16(q, _mm512_set1_epi16((short)sm)), b);
+        *row = j;
+    };
+    __m512i at_lo, at_hi, row_lo, row_hi;
+    halves(k_lo, &at_lo, &row_lo);
+    halves(k_hi, &at_hi, &row_hi);
+    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(at_lo)), _mm512_cvtepi16_epi8(at_hi), 1);
+    const __m512i row = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(row_lo)), _mm512_cvtepi16_epi8(row_hi), 1);
+    __mmask64 of[4];
+    for (int j = 0; j < 4; ++j) of[j] = _mm512_cmpeq_epi8_mask(row, _mm512_set1_epi8((char)j));
+    const auto bytes = [](int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1; };
+    const auto group = [&](int64_t m, int64_t g) DM_NARROW {  // tiles [m, m + g)
+        const __mmask64 read = bytes((g - 1) * sm + P);
+        const char* p = s + m * sm;
+        __m512i v = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(read, p));
+        for (int64_t j = 1; j < R; ++j) v = _mm512_mask_permutexvar_epi8(v, of[j], idx, _mm512_maskz_loadu_epi8(read, p + j * s1));
+        _mm512_mask_storeu_epi8(d + m * dm, bytes(g * dm), v);
+    };
+    int64_t m = 0;
+    for (; m + G <= run; m += G) group(m, G);
+    if (m < run) group(m, run - m);
+    return true;
+}
+#endif
+
 // A run of CONTIGUOUS tiles (one tile: run 1) whose rows go on from tile to tile (stream_chunks,
 // stream_small_chunks), or of rows up to 128 bytes (see short_rows_run); false where it has no such case.
 template <typename T, bool NT>
@@ -473,6 +556,11 @@ inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t r
 #endif
         return false;
     }
+#if DM_HAVE_AVX512
+    if (bytes < 32 && (bytes & (bytes - 1)) && run >= 4 && kAvx512Bytes &&
+        ((dm == bytes && pixel_rows(d, s, bytes, sm, run, n, d1, s1)) || (d1 == bytes && dm == n * bytes && pixel_tiles(d, s, bytes, sm, run, n, s1))))
+        return true;
+#endif
     switch (bytes) {
         case 4: return short_rows_run<4, false>(d, s, run, dm, sm, n, d1, s1), true;
         case 8: return short_rows_run<8, false>(d, s, run, dm, sm, n, d1, s1), true;
