@@ -1057,9 +1057,12 @@ def test_no_read_past_the_input():
              ("depth_to_space", (2, 8, 3, 40), ("blocks_first", 2), "nhwc", "float32"),
              ("space_to_batch", (1, 3, 6, 62), pads, "nhwc", "uint8"),  # pixel_rows: 3-byte pixels
              ("space_to_batch", (1, 3, 6, 60), ([1, 1, 2, 3], [0, 0, 1, 0], [0, 0, 1, 0]), "nhwc", "uint16"),
-             ("batch_to_space", (4, 3, 5, 40), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1]), "nhwc", "uint8"),  # pixel_tiles
+             ("batch_to_space", (4, 3, 5, 40), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1]), "nhwc", "uint8"),  # interleave_rows
              ("batch_to_space", (6, 5, 4, 30), ([1, 1, 2, 3], [0, 0, 0, 1], [0, 0, 1, 0]), "nhwc", "uint8"),
-             ("batch_to_space", (4, 3, 5, 40), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 0]), "nhwc", "uint8")]
+             ("batch_to_space", (4, 3, 5, 40), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 0]), "nhwc", "uint8"),
+             ("space_to_depth", (2, 3, 6, 40), ("depth_first", 2), "nhwc", "uint8"),  # interleave_rows' scatters
+             ("depth_to_space", (2, 12, 3, 20), ("depth_first", 2), "nhwc", "uint8"),
+             ("depth_to_space", (2, 27, 3, 20), ("depth_first", 3), "nhwc", "float16")]
     assert _child(_GUARDED.replace("CASES", repr(cases))).strip() == "ok"
 
 
@@ -1678,7 +1681,7 @@ def test_pixels_of_few_channels_stream_whole_lines_at_any_offset(streaming, thre
 def test_short_rows_of_any_size_a_run_at_a_time(threads):
     """contiguous_run: runs of CONTIGUOUS tiles of rows of 1 to 33 and 48, 64, 128 bytes (a pixel of 3 uint8
     channels is 3 bytes; sizes without a fixed-size case move as two overlapping moves, or by byte
-    permutes: pixel_rows, pixel_tiles), in words of 1, 2, 4 and 8 bytes, a tile's rows far apart or side by
+    permutes: pixel_rows, interleave_rows), in words of 1, 2, 4 and 8 bytes, a tile's rows far apart or side by
     side, streamed or not, at every offset: bit for bit, nothing written outside."""
     core = native_engine.core()
     rng = np.random.default_rng(3)

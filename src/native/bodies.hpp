@@ -542,6 +542,56 @@ inline bool narrow_scatter(const char* s, char* d, const Step& st, int64_t run, 
 }
 #endif
 
+#if DM_HAVE_AVX512
+// The byte permute that interleaves G tiles of R rows of N words of W bytes, each row's pieces sm bytes
+// apart in its input (interleave_rows; pixel_rows: R = N = 1, W = P), kept in `st` (Step::perm).
+inline void perm_of(const Step& st, int64_t W, int64_t N, int64_t R, int64_t sm, int64_t G) {
+    const int64_t key = ((sm * 64 + W) * 64 + N) * 8 + R + 1;
+    if (st.perm_key == key) return;
+    const int64_t P = N * W * R;
+    for (int j = 0; j < 4; ++j) st.perm_rows[j] = 0;
+    for (int64_t k = 0; k < 64; ++k) {
+        const int64_t q = k / P, u = k % P / W, e = k % W, i = u / R, j = u % R;  // tile, word, byte, position, row
+        st.perm[k] = (uint8_t)(k < G * P ? q * sm + i * W + e : 0);
+        if (k < G * P) st.perm_rows[j] |= 1ull << k;
+    }
+    st.perm_key = key;
+}
+
+// Tiles of R = 2 to 4 rows of N words of W bytes (a tile P = N * W * R bytes, at most 32), interleaved into
+// one run in d: out[m * P + (i * R + j) * W + e] <- byte e of word i of row j of tile m, from
+// s + off[j] + m * sm + i * W + e. Channels-last BatchToSpace (N = 1: a pixel from each of R batch items
+// in turn, contiguous_run) and SpaceToDepth/DepthToSpace depth_first of pixels of a few uint8 or float16
+// channels (SCATTER tiles). G tiles at a time: a load of each row's G pieces (masked to the bytes read, so
+// nothing past them is read), a byte permute (VBMI) of each into its places merged under its mask, one
+// masked store. False where fewer than 2 tiles fit a vector. Tile by tile, channels-last uint8 RGB, 64
+// MiB: BatchToSpace with crops 4.8x the copy floor, SpaceToDepth and DepthToSpace depth_first 2.3x and 2.75x.
+DM_NARROW DM_NOINLINE inline bool interleave_rows(char* d, const char* s, int64_t W, int64_t N, int64_t R, const int64_t* off,
+                                                 int64_t sm, int64_t run, const Step& st) {
+    const int64_t row = N * W, P = row * R;
+    if (sm < 0 || W < 1 || N < 1 || R < 2 || R > 4 || P > 32) return false;
+    const int64_t G = std::min<int64_t>(64 / P, sm > 0 ? (64 - row) / sm + 1 : 64);
+    if (G < 2) return false;
+    perm_of(st, W, N, R, sm, G);
+    const __m512i idx = _mm512_loadu_si512(st.perm);
+    const __mmask64 of1 = st.perm_rows[1], of2 = st.perm_rows[2], of3 = st.perm_rows[3];
+    const auto bytes = [](int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1; };
+    const auto group = [&](int64_t m, int64_t g) DM_NARROW __attribute__((always_inline)) {  // tiles [m, m + g)
+        const __mmask64 read = bytes((g - 1) * sm + row);
+        const char* p = s + m * sm;
+        __m512i v = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(read, p + off[0]));
+        v = _mm512_mask_permutexvar_epi8(v, of1, idx, _mm512_maskz_loadu_epi8(read, p + off[1]));
+        if (R > 2) v = _mm512_mask_permutexvar_epi8(v, of2, idx, _mm512_maskz_loadu_epi8(read, p + off[2]));
+        if (R > 3) v = _mm512_mask_permutexvar_epi8(v, of3, idx, _mm512_maskz_loadu_epi8(read, p + off[3]));
+        _mm512_mask_storeu_epi8(d + m * P, bytes(g * P), v);
+    };
+    int64_t m = 0;
+    for (; m + G <= run; m += G) group(m, G);
+    if (m < run) group(m, run - m);
+    return true;
+}
+#endif
+
 // A run of `run` small_scatter tiles `inner` apart; false where the step is not one (or, streamed, its
 // stores are not on 16 bytes: streams_whole streams such steps only where they are). Narrow words: see
 // narrow_scatter_run (plain stores only: streams_whole never streams them).
@@ -671,6 +721,14 @@ template <typename T, int B, bool NT>
 inline bool scatter_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
 #if DM_HAVE_STREAM
     if (B < 2 || st.l0.s != 1 || st.l0.d != B) return false;
+#if DM_HAVE_AVX512
+    if (sizeof(T) <= 2 && !NT && B <= 4 && inner.d == st.l0.n * B && run >= 4 && kAvx512Bytes) {  // (see interleave_rows)
+        const int64_t W = sizeof(T), off[4] = {st.at[0] * W, st.at[1] * W, st.at[2] * W, st.at[3] * W};
+        if (interleave_rows(reinterpret_cast<char*>(dst + b), reinterpret_cast<const char*>(src + a), W, st.l0.n, B, off,
+                            inner.s * W, run, st))
+            return true;
+    }
+#endif
     if (B == 3 && sizeof(T) <= 2 && st.l0.n <= 8 && !NT) {  // blocks of 3 (no unpacks): word by word, a run at a time
         const T* s = src + a;
         T* d = dst + b;

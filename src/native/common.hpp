@@ -173,6 +173,12 @@ struct Step {
     bool reads_on;         // scatter windows of rows from 1 KiB: a tile's input rows go on where a later tile reads
     char* scratch;         // streamed: this thread's chunk buffer, kScratchBytes on a page (set by run_rows)
     struct Carry* carry;   // streamed: this thread's held partial line (set by run_rows)
+    // pixel_rows, interleave_rows: a byte permute's index and each row's bytes of it, made on the step's
+    // first run in a thread's copy (run_rows) for the key (0: none yet); made per run, they cost as much
+    // as the run's moves
+    mutable int64_t perm_key;
+    mutable uint8_t perm[64];
+    mutable uint64_t perm_rows[4];
 };
 
 // ------------------------------------------------------------------ stores
@@ -239,6 +245,7 @@ struct Carry {
 inline const bool kAvx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
 // AVX-512BW's masked byte loads and VBMI's byte permutes: gather_lines of 1- and 2-byte words.
 inline const bool kAvx512Bytes = kAvx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
+#define DM_NARROW __attribute__((target("avx512f,avx512bw,avx512vbmi")))  // (the functions that use them)
 
 // n bytes (a multiple of 64) from s to d (on a line) around the cache, a whole line a store. Where the CPU
 // has AVX-512F, put_bytes and put_lines store their bodies of 256 bytes or more so: on the 2-core Intel

@@ -311,7 +311,6 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
 #endif
 
 #if DM_HAVE_AVX512
-#define DM_NARROW __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 template <int W>
 DM_NARROW __attribute__((always_inline)) inline __m512i narrow_permute(__m512i a, __m512i idx, __m512i b) {
     if constexpr (W == 1) return _mm512_permutex2var_epi8(a, idx, b);

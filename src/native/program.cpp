@@ -405,6 +405,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
         st.reads_on = false;
         st.scratch = nullptr;
         st.carry = nullptr;
+        st.perm_key = 0;
         st.parts = 1, st.part_d = 0;
         if (st.pattern == UNITS) {  // [count, s, unit] [parts, 0, part_d] [unit, 0, 1], then each part's table
             const Loop on = loops[0], parts = loops[1];

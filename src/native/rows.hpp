@@ -426,22 +426,15 @@ __attribute__((target("avx512f"))) DM_NOINLINE inline void stream_small_chunks(c
 // short. False where fewer than 2 rows fit a permute's 128 bytes. A row at a time (copy_small),
 // channels-last SpaceToBatch of uint8 RGB images with pads, 64 MiB, took 5.2x the copy floor.
 DM_NARROW DM_NOINLINE inline bool pixel_rows(char* d, const char* s, int64_t P, int64_t sm, int64_t run, int64_t rows,
-                                             int64_t d1, int64_t s1) {
+                                             int64_t d1, int64_t s1, const Step& st) {
     if (sm < 0 || P < 1 || P >= 64) return false;
     const int64_t G = std::min<int64_t>(64 / P, sm > 0 ? (128 - P) / sm + 1 : 64);
     if (G < 2) return false;
-    // byte k of a group: row q = k / P (a multiply-high in 16-bit lanes, exact for k < 64), byte k - q * P
-    // of it, at q * sm + k - q * P; built in registers (an index stored and loaded waits on the stores)
-    const __m512i k_lo = _mm512_cvtepu8_epi16(_mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
-                                                               19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31));
-    const __m512i k_hi = _mm512_add_epi16(k_lo, _mm512_set1_epi16(32));
-    const __m512i M = _mm512_set1_epi16((short)((65536 + P - 1) / P)), gap = _mm512_set1_epi16((short)(sm - P));
-    const auto index = [&](__m512i k) DM_NARROW { return _mm512_add_epi16(k, _mm512_mullo_epi16(_mm512_mulhi_epu16(k, M), gap)); };
-    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(index(k_lo))),
-                                           _mm512_cvtepi16_epi8(index(k_hi)), 1);
+    perm_of(st, P, 1, 1, sm, G);  // (byte k of a group: row k / P, byte k % P of it, at (k / P) * sm + k % P)
+    const __m512i idx = _mm512_loadu_si512(st.perm);
     const auto bytes = [](int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1; };
     for (int64_t j = 0; j < rows; ++j) {  // (a tile's rows: each its own run in d)
-        const auto group = [&](int64_t m, int64_t g) DM_NARROW {  // rows [m, m + g) of the run
+        const auto group = [&](int64_t m, int64_t g) DM_NARROW __attribute__((always_inline)) {  // rows [m, m + g) of the run
             const int64_t need = (g - 1) * sm + P;  // bytes they read
             const char* p = s + j * s1 + m * sm;
             const __m512i x = _mm512_maskz_loadu_epi8(bytes(need), p), y = _mm512_maskz_loadu_epi8(bytes(need - 64), p + 64);
@@ -451,52 +444,6 @@ DM_NARROW DM_NOINLINE inline bool pixel_rows(char* d, const char* s, int64_t P, 
         for (; m + G <= run; m += G) group(m, G);  // (the masks the same each time: hoisted)
         if (m < run) group(m, run - m);
     }
-    return true;
-}
-#endif
-
-#if DM_HAVE_AVX512
-// The same where a tile's R = 2 to 4 rows lie side by side in d, the tiles one after another (row j of
-// tile m from s + j * s1 + m * sm to d + m * R * P + j * P: channels-last BatchToSpace, a pixel from each
-// of R batch items in turn), G tiles at a time: a load of each row's G pixels (masked to the bytes read),
-// a byte permute of each into its places (merged under a mask), one masked store. False where fewer than
-// 2 tiles fit a vector. Tile by tile, BatchToSpace of uint8 RGB images with crops, 64 MiB, took 4.8x the
-// copy floor.
-DM_NARROW DM_NOINLINE inline bool pixel_tiles(char* d, const char* s, int64_t P, int64_t sm, int64_t run, int64_t R, int64_t s1) {
-    const int64_t dm = R * P;
-    if (sm < 0 || P < 1 || R < 2 || R > 4 || dm > 32) return false;
-    const int64_t G = std::min<int64_t>(64 / dm, sm > 0 ? (64 - P) / sm + 1 : 64);
-    if (G < 2) return false;
-    // byte k: tile q = k / dm, row j = (k - q * dm) / P (multiplies-high in 16-bit lanes, exact for k < 64),
-    // byte b of it, from byte q * sm + b of row j's load
-    const __m512i k_lo = _mm512_cvtepu8_epi16(_mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
-                                                               19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31));
-    const __m512i k_hi = _mm512_add_epi16(k_lo, _mm512_set1_epi16(32));
-    const __m512i Mt = _mm512_set1_epi16((short)((65536 + dm - 1) / dm)), Mp = _mm512_set1_epi16((short)((65536 + P - 1) / P));
-    const auto halves = [&](__m512i k, __m512i* at, __m512i* row) DM_NARROW {
-        const __m512i q = _mm512_mulhi_epu16(k, Mt), r = _mm512_sub_epi16(k, _mm512_mullo_epi16(q, _mm512_set1_epi16((short)dm)));
-        const __m512i j = _mm512_mulhi_epu16(r, Mp), b = _mm512_sub_epi16(r, _mm512_mullo_epi16(j, _mm512_set1_epi16((short)P)));
-        *at = _mm512_add_epi16(_mm512_mullo_epi16(q, _mm512_set1_epi16((short)sm)), b);
-        *row = j;
-    };
-    __m512i at_lo, at_hi, row_lo, row_hi;
-    halves(k_lo, &at_lo, &row_lo);
-    halves(k_hi, &at_hi, &row_hi);
-    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(at_lo)), _mm512_cvtepi16_epi8(at_hi), 1);
-    const __m512i row = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(row_lo)), _mm512_cvtepi16_epi8(row_hi), 1);
-    __mmask64 of[4];
-    for (int j = 0; j < 4; ++j) of[j] = _mm512_cmpeq_epi8_mask(row, _mm512_set1_epi8((char)j));
-    const auto bytes = [](int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1; };
-    const auto group = [&](int64_t m, int64_t g) DM_NARROW {  // tiles [m, m + g)
-        const __mmask64 read = bytes((g - 1) * sm + P);
-        const char* p = s + m * sm;
-        __m512i v = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(read, p));
-        for (int64_t j = 1; j < R; ++j) v = _mm512_mask_permutexvar_epi8(v, of[j], idx, _mm512_maskz_loadu_epi8(read, p + j * s1));
-        _mm512_mask_storeu_epi8(d + m * dm, bytes(g * dm), v);
-    };
-    int64_t m = 0;
-    for (; m + G <= run; m += G) group(m, G);
-    if (m < run) group(m, run - m);
     return true;
 }
 #endif
@@ -557,8 +504,10 @@ inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t r
         return false;
     }
 #if DM_HAVE_AVX512
+    const int64_t side[4] = {0, s1, 2 * s1, 3 * s1};  // (interleave_rows: a tile's rows side by side in d)
     if (bytes < 32 && (bytes & (bytes - 1)) && run >= 4 && kAvx512Bytes &&
-        ((dm == bytes && pixel_rows(d, s, bytes, sm, run, n, d1, s1)) || (d1 == bytes && dm == n * bytes && pixel_tiles(d, s, bytes, sm, run, n, s1))))
+        ((dm == bytes && pixel_rows(d, s, bytes, sm, run, n, d1, s1, st)) ||
+         (d1 == bytes && dm == n * bytes && n <= 4 && interleave_rows(d, s, bytes, 1, n, side, sm, run, st))))
         return true;
 #endif
     switch (bytes) {
