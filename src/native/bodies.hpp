@@ -592,9 +592,6 @@ DM_NARROW DM_NOINLINE inline bool interleave_rows(char* d, const char* s, int64_
 }
 #endif
 
-// A run of `run` small_scatter tiles `inner` apart; false where the step is not one (or, streamed, its
-// stores are not on 16 bytes: streams_whole streams such steps only where they are). Narrow words: see
-// narrow_scatter_run (plain stores only: streams_whole never streams them).
 #if DM_HAVE_AVX512
 // Vectors stored at `p` bytes into a line (a multiple of 4), a whole line at a time: each line of dst is
 // the end of the vector before it and the start of its own (one permute). A run's first line takes its
@@ -717,6 +714,9 @@ __attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter_run_lines(const f
 }
 #endif
 
+// A run of `run` small_scatter tiles `inner` apart; false where the step is not one (or, streamed, its
+// stores are not on 16 bytes: streams_whole streams such steps only where they are). Narrow words: see
+// interleave_rows and narrow_scatter_run (plain stores only: streams_whole never streams them).
 template <typename T, int B, bool NT>
 inline bool scatter_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
 #if DM_HAVE_STREAM
