@@ -649,7 +649,7 @@ __attribute__((target("avx512f"), always_inline)) inline void shifted_last(char*
 // Where no tile starts a line (NumPy's own out=, 16 bytes into one, with 32-byte tiles), the lines are
 // the vectors shifted (Shifted: one more permute a line, the run's first and last partial lines stored
 // plainly), tiles [0, end): DepthToSpace depth_first NHWC of 16 channels, 64 MiB, 16-byte streaming
-// stores 1.10-1.19x the copy floor, shifted lines 0.71-0.80x (same process, in turns).
+// stores 1.02-1.06x the copy floor, shifted lines 0.84-0.87x (same process, in turns).
 // 16-byte stores, as scatter_run_of makes them, ran 8 channels into 2 at 1.13-1.18x the copy floor.
 // The second load is masked to the lanes used: whole, it read past an input ending at an unreadable
 // page (test_no_read_past_the_input); masked, 0.87-0.92x against 0.84-0.88x whole (in turns).

@@ -386,7 +386,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE inline void stream_chunks(char* o
 // channels: 32-byte chunks, every other one of a 64-byte input pixel). Each 64 bytes of chunks are loaded
 // into one vector and stored as whole lines shifted (Shifted: the run's first and last partial lines
 // plainly). Same process, in turns, 64 MiB: 16-byte streaming stores a chunk (short_rows_run, tile by
-// tile, its rows in turns) 1.01-1.06x the copy floor, this way 0.80-0.84x.
+// tile, its rows in turns) 1.01-1.03x the copy floor, this way 0.85-0.86x.
 template <int C>
 __attribute__((target("avx512f"))) DM_NOINLINE inline void stream_small_chunks(char* o, const char* in, int64_t sm, int64_t run) {
     constexpr int K = kLine / C;  // chunks a vector
