@@ -174,8 +174,7 @@ struct Step {
     char* scratch;         // streamed: this thread's chunk buffer, kScratchBytes on a page (set by run_rows)
     struct Carry* carry;   // streamed: this thread's held partial line (set by run_rows)
     // pixel_rows, interleave_rows: a byte permute's index and each row's bytes of it, made on the step's
-    // first run in a thread's copy (run_rows) for the key (0: none yet); made per run, they cost as much
-    // as the run's moves
+    // first run in a thread's copy (run_rows) for the key (0: none yet), not for every run (a few vectors)
     mutable int64_t perm_key;
     mutable uint8_t perm[64];
     mutable uint64_t perm_rows[4];
