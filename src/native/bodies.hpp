@@ -544,18 +544,18 @@ inline bool narrow_scatter(const char* s, char* d, const Step& st, int64_t run, 
 
 #if DM_HAVE_AVX512
 // The byte permute that interleaves G tiles of R rows of N words of W bytes, each row's pieces sm bytes
-// apart in its input (interleave_rows; pixel_rows: R = N = 1, W = P), kept in `st` (Step::perm).
-inline void perm_of(const Step& st, int64_t W, int64_t N, int64_t R, int64_t sm, int64_t G) {
+// apart in its input (interleave_rows; pixel_rows: R = N = 1, W = P), made in `perm` (see Permute).
+inline void permute_of(Permute* perm, int64_t W, int64_t N, int64_t R, int64_t sm, int64_t G) {
     const int64_t key = ((sm * 64 + W) * 64 + N) * 8 + R + 1;
-    if (st.perm_key == key) return;
+    if (perm->key == key) return;
     const int64_t P = N * W * R;
-    for (int j = 0; j < 4; ++j) st.perm_rows[j] = 0;
+    for (int j = 0; j < 4; ++j) perm->rows[j] = 0;
     for (int64_t k = 0; k < 64; ++k) {
         const int64_t q = k / P, u = k % P / W, e = k % W, i = u / R, j = u % R;  // tile, word, byte, position, row
-        st.perm[k] = (uint8_t)(k < G * P ? q * sm + i * W + e : 0);
-        if (k < G * P) st.perm_rows[j] |= 1ull << k;
+        perm->at[k] = (uint8_t)(k < G * P ? q * sm + i * W + e : 0);
+        if (k < G * P) perm->rows[j] |= 1ull << k;
     }
-    st.perm_key = key;
+    perm->key = key;
 }
 
 // Tiles of R = 2 to 4 rows of N words of W bytes (a tile P = N * W * R bytes, at most 32), interleaved into
@@ -568,14 +568,14 @@ inline void perm_of(const Step& st, int64_t W, int64_t N, int64_t R, int64_t sm,
 // MiB: BatchToSpace with crops 4.8x the copy floor, SpaceToDepth and DepthToSpace depth_first 1.8-2.3x and
 // 2.75-3.3x.
 DM_NARROW DM_NOINLINE inline bool interleave_rows(char* d, const char* s, int64_t W, int64_t N, int64_t R, const int64_t* off,
-                                                 int64_t sm, int64_t run, const Step& st) {
+                                                 int64_t sm, int64_t run, Permute* perm) {
     const int64_t row = N * W, P = row * R;
-    if (sm < 0 || W < 1 || N < 1 || R < 2 || R > 4 || P > 32) return false;
+    if (!perm || sm < 0 || W < 1 || N < 1 || R < 2 || R > 4 || P > 32) return false;
     const int64_t G = std::min<int64_t>(64 / P, sm > 0 ? (64 - row) / sm + 1 : 64);
     if (G < 2) return false;
-    perm_of(st, W, N, R, sm, G);
-    const __m512i idx = _mm512_loadu_si512(st.perm);
-    const __mmask64 of1 = st.perm_rows[1], of2 = st.perm_rows[2], of3 = st.perm_rows[3];
+    permute_of(perm, W, N, R, sm, G);
+    const __m512i idx = _mm512_loadu_si512(perm->at);
+    const __mmask64 of1 = perm->rows[1], of2 = perm->rows[2], of3 = perm->rows[3];
     const auto bytes = [](int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1; };
     const auto group = [&](int64_t m, int64_t g) DM_NARROW __attribute__((always_inline)) {  // tiles [m, m + g)
         const __mmask64 read = bytes((g - 1) * sm + row);
@@ -715,6 +715,17 @@ __attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter_run_lines(const f
 }
 #endif
 
+#if DM_HAVE_AVX512
+// A run of SCATTER tiles of narrow words by interleave_rows: from run_rows' own instance for such steps
+// (its I, chosen by pick), not from scatter_run (see run_rows).
+template <typename T, int B>
+DM_NOINLINE bool interleaved_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
+    const int64_t W = sizeof(T), off[4] = {st.at[0] * W, st.at[1] * W, st.at[2] * W, st.at[3] * W};
+    return interleave_rows(reinterpret_cast<char*>(dst + b), reinterpret_cast<const char*>(src + a), W, st.l0.n, B, off, inner.s * W,
+                           run, st.perm);
+}
+#endif
+
 // A run of `run` small_scatter tiles `inner` apart; false where the step is not one (or, streamed, its
 // stores are not on 16 bytes: streams_whole streams such steps only where they are). Narrow words: see
 // interleave_rows and narrow_scatter_run (plain stores only: streams_whole never streams them).
@@ -722,14 +733,6 @@ template <typename T, int B, bool NT>
 inline bool scatter_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
 #if DM_HAVE_STREAM
     if (B < 2 || st.l0.s != 1 || st.l0.d != B) return false;
-#if DM_HAVE_AVX512
-    if (sizeof(T) <= 2 && !NT && B <= 4 && inner.d == st.l0.n * B && run >= 4 && kAvx512Bytes) {  // (see interleave_rows)
-        const int64_t W = sizeof(T), off[4] = {st.at[0] * W, st.at[1] * W, st.at[2] * W, st.at[3] * W};
-        if (interleave_rows(reinterpret_cast<char*>(dst + b), reinterpret_cast<const char*>(src + a), W, st.l0.n, B, off,
-                            inner.s * W, run, st))
-            return true;
-    }
-#endif
     if (B == 3 && sizeof(T) <= 2 && st.l0.n <= 8 && !NT) {  // blocks of 3 (no unpacks): word by word, a run at a time
         const T* s = src + a;
         T* d = dst + b;

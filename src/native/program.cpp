@@ -350,15 +350,21 @@ RowsFn pick(const Step& st, bool stream) {
     if (st.pattern == UNITS)
         return st.word == 4 ? (stream ? run_units<uint32_t, true> : run_units<uint32_t, false>)
                             : (stream ? run_units<uint64_t, true> : run_units<uint64_t, false>);
+    // SCATTER tiles of narrow words, at most 32 bytes a tile, going on in dst: interleave_rows' (run_rows' I)
+    bool interleaved = false;
+#if DM_HAVE_AVX512
+    interleaved = st.pattern == SCATTER && st.word <= 2 && !stream && st.l0.s == 1 && st.l0.d == st.block && st.nouter >= 1 &&
+                  st.outer[st.nouter - 1].d == st.l0.n * st.block && st.l0.n * st.block * st.word <= 32 && kAvx512Bytes;
+#endif
     switch (st.word) {
-        case 1: return rows_for<uint8_t>(st.pattern, st.block, stream);
-        case 2: return rows_for<uint16_t>(st.pattern, st.block, stream);
-        case 4: return rows_for<uint32_t>(st.pattern, st.block, stream);
-        case 8: return rows_for<uint64_t>(st.pattern, st.block, stream);
-        case 16: return rows_for<W16>(st.pattern, st.block, stream);
-        case 32: return rows_for<W32>(st.pattern, st.block, stream);  // gather windows only (parse)
-        case 64: return rows_for<W64>(st.pattern, st.block, stream);
-        default: return rows_for<W128>(st.pattern, st.block, stream);
+        case 1: return rows_for<uint8_t>(st.pattern, st.block, stream, interleaved);
+        case 2: return rows_for<uint16_t>(st.pattern, st.block, stream, interleaved);
+        case 4: return rows_for<uint32_t>(st.pattern, st.block, stream, false);
+        case 8: return rows_for<uint64_t>(st.pattern, st.block, stream, false);
+        case 16: return rows_for<W16>(st.pattern, st.block, stream, false);
+        case 32: return rows_for<W32>(st.pattern, st.block, stream, false);  // gather windows only (parse)
+        case 64: return rows_for<W64>(st.pattern, st.block, stream, false);
+        default: return rows_for<W128>(st.pattern, st.block, stream, false);
     }
 }
 
@@ -405,7 +411,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
         st.reads_on = false;
         st.scratch = nullptr;
         st.carry = nullptr;
-        st.perm_key = 0;
+        st.perm = nullptr;
         st.parts = 1, st.part_d = 0;
         if (st.pattern == UNITS) {  // [count, s, unit] [parts, 0, part_d] [unit, 0, 1], then each part's table
             const Loop on = loops[0], parts = loops[1];

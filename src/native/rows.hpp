@@ -426,12 +426,12 @@ __attribute__((target("avx512f"))) DM_NOINLINE inline void stream_small_chunks(c
 // short. False where fewer than 2 rows fit a permute's 128 bytes. A row at a time (copy_small),
 // channels-last SpaceToBatch of uint8 RGB images with pads, 64 MiB, took 5.2x the copy floor.
 DM_NARROW DM_NOINLINE inline bool pixel_rows(char* d, const char* s, int64_t P, int64_t sm, int64_t run, int64_t rows,
-                                             int64_t d1, int64_t s1, const Step& st) {
-    if (sm < 0 || P < 1 || P >= 64) return false;
+                                             int64_t d1, int64_t s1, Permute* perm) {
+    if (!perm || sm < 0 || P < 1 || P >= 64) return false;
     const int64_t G = std::min<int64_t>(64 / P, sm > 0 ? (128 - P) / sm + 1 : 64);
     if (G < 2) return false;
-    perm_of(st, P, 1, 1, sm, G);  // (byte k of a group: row k / P, byte k % P of it, at (k / P) * sm + k % P)
-    const __m512i idx = _mm512_loadu_si512(st.perm);
+    permute_of(perm, P, 1, 1, sm, G);  // (byte k of a group: row k / P, byte k % P of it, at (k / P) * sm + k % P)
+    const __m512i idx = _mm512_loadu_si512(perm->at);
     const auto bytes = [](int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1; };
     for (int64_t j = 0; j < rows; ++j) {  // (a tile's rows: each its own run in d)
         const auto group = [&](int64_t m, int64_t g) DM_NARROW __attribute__((always_inline)) {  // rows [m, m + g) of the run
@@ -505,9 +505,9 @@ inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t r
     }
 #if DM_HAVE_AVX512
     const int64_t side[4] = {0, s1, 2 * s1, 3 * s1};  // (interleave_rows: a tile's rows side by side in d)
-    if (bytes < 32 && (bytes & (bytes - 1)) && run >= 4 && kAvx512Bytes &&
-        ((dm == bytes && pixel_rows(d, s, bytes, sm, run, n, d1, s1, st)) ||
-         (d1 == bytes && dm == n * bytes && n <= 4 && interleave_rows(d, s, bytes, 1, n, side, sm, run, st))))
+    if (bytes < 32 && (bytes & (bytes - 1)) && run * bytes >= 2 * kLine && kAvx512Bytes &&
+        ((dm == bytes && pixel_rows(d, s, bytes, sm, run, n, d1, s1, st.perm)) ||
+         (d1 == bytes && dm == n * bytes && n <= 4 && dm <= 32 && interleave_rows(d, s, bytes, 1, n, side, sm, run, st.perm))))
         return true;
 #endif
     switch (bytes) {
@@ -591,12 +591,17 @@ inline void units_run(const Step& st, const Table& tab, const T* src, T* dst, in
 }
 
 // Rows [r0, r1) of a step: the outer loops walked as an odometer, a tile per row.
-template <typename T, int P, int B, bool NT>
+// I: the step's SCATTER tiles of narrow words go to interleave_rows (pick): a separate instance, so that
+// the others' loops stay as they were (the call in the loop, even untaken, cost float16 NCHW
+// DepthToSpace of 12 x 12 images 1.35-1.61x -> 1.62-2.19x the copy floor).
+template <typename T, int P, int B, bool NT, bool I = false>
 void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int64_t r1) {
     // A local copy: the tiles' stores (any type, and the build has -fno-strict-aliasing) cannot reach it,
     // so the compiler keeps its fields in registers instead of reloading them for every tile.
     Step st = step;
     Carry carry;
+    Permute permute;
+    st.perm = &permute;
     if (NT) {
         st.scratch = scratch();
         if (!st.scratch) return run_rows<T, P, B, false>(step, src_base, dst_base, r0, r1);  // no memory: plain stores
@@ -684,6 +689,12 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
                     continue;
                 }
             if (P == CONTIGUOUS && contiguous_run<T, NT>(src, dst, a + q * next.s, b + q * next.d, run, inner, st)) continue;
+#if DM_HAVE_AVX512
+            if constexpr (I)
+                if (run * st.l0.n * B * (int64_t)sizeof(T) >= 2 * kLine &&
+                    interleaved_run<T, (B ? B : 2)>(src, dst, a + q * next.s, b + q * next.d, run, inner, st))
+                    continue;
+#endif
             if (P == SCATTER && scatter_run<T, B, NT>(src, dst, a + q * next.s, b + q * next.d, run, inner, st)) continue;
             for (int64_t m = 0; m < run; ++m)
                 tile<T, P, B, NT>(src, dst, a + q * next.s + m * inner.s, b + q * next.d + m * inner.d, st);
@@ -725,7 +736,11 @@ RowsFn pick_gather_window(int block) {
 }
 
 template <typename T, bool NT>
-RowsFn pick_word(int pattern, int block) {
+RowsFn pick_word(int pattern, int block, bool interleaved) {
+    if constexpr (sizeof(T) <= 2 && !NT)  // (see run_rows' I)
+        if (pattern == SCATTER && interleaved)
+            return block == 2 ? run_rows<T, SCATTER, 2, NT, true> : block == 3 ? run_rows<T, SCATTER, 3, NT, true>
+                                                                 : run_rows<T, SCATTER, 4, NT, true>;
     switch (pattern) {
         case CONTIGUOUS: return run_rows<T, CONTIGUOUS, 0, NT>;
         case FILL: return run_rows<T, FILL, 0, NT>;
@@ -743,23 +758,23 @@ RowsFn pick_word(int pattern, int block) {
 
 // The run_rows of a word type for a pattern and block, plain or streamed. Each word type's instances are
 // compiled in a file of their own (word1.cpp ... word128.cpp), in parallel; the others see these
-// declarations only.
+// declarations only. `interleaved`: SCATTER tiles that interleave_rows takes (pick).
 template <typename T>
-RowsFn rows_for(int pattern, int block, bool stream) {
+RowsFn rows_for(int pattern, int block, bool stream, bool interleaved) {
     if constexpr (std::is_same_v<T, W32> || std::is_same_v<T, W64> || std::is_same_v<T, W128>) {
         return stream ? pick_gather_window<T, true>(block) : pick_gather_window<T, false>(block);
     } else {
-        return stream ? pick_word<T, true>(pattern, block) : pick_word<T, false>(pattern, block);
+        return stream ? pick_word<T, true>(pattern, block, interleaved) : pick_word<T, false>(pattern, block, interleaved);
     }
 }
 
-extern template RowsFn rows_for<uint8_t>(int, int, bool);
-extern template RowsFn rows_for<uint16_t>(int, int, bool);
-extern template RowsFn rows_for<uint32_t>(int, int, bool);
-extern template RowsFn rows_for<uint64_t>(int, int, bool);
-extern template RowsFn rows_for<W16>(int, int, bool);
-extern template RowsFn rows_for<W32>(int, int, bool);
-extern template RowsFn rows_for<W64>(int, int, bool);
-extern template RowsFn rows_for<W128>(int, int, bool);
+extern template RowsFn rows_for<uint8_t>(int, int, bool, bool);
+extern template RowsFn rows_for<uint16_t>(int, int, bool, bool);
+extern template RowsFn rows_for<uint32_t>(int, int, bool, bool);
+extern template RowsFn rows_for<uint64_t>(int, int, bool, bool);
+extern template RowsFn rows_for<W16>(int, int, bool, bool);
+extern template RowsFn rows_for<W32>(int, int, bool, bool);
+extern template RowsFn rows_for<W64>(int, int, bool, bool);
+extern template RowsFn rows_for<W128>(int, int, bool, bool);
 
 }  // namespace dm

@@ -2,4 +2,4 @@
 
 #include "rows.hpp"
 
-template dm::RowsFn dm::rows_for<uint8_t>(int, int, bool);
+template dm::RowsFn dm::rows_for<uint8_t>(int, int, bool, bool);

@@ -2,4 +2,4 @@
 
 #include "rows.hpp"
 
-template dm::RowsFn dm::rows_for<dm::W128>(int, int, bool);
+template dm::RowsFn dm::rows_for<dm::W128>(int, int, bool, bool);

@@ -2,4 +2,4 @@
 
 #include "rows.hpp"
 
-template dm::RowsFn dm::rows_for<dm::W16>(int, int, bool);
+template dm::RowsFn dm::rows_for<dm::W16>(int, int, bool, bool);

@@ -2,4 +2,4 @@
 
 #include "rows.hpp"
 
-template dm::RowsFn dm::rows_for<dm::W32>(int, int, bool);
+template dm::RowsFn dm::rows_for<dm::W32>(int, int, bool, bool);

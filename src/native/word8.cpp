@@ -2,4 +2,4 @@
 
 #include "rows.hpp"
 
-template dm::RowsFn dm::rows_for<uint64_t>(int, int, bool);
+template dm::RowsFn dm::rows_for<uint64_t>(int, int, bool, bool);
