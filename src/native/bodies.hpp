@@ -558,6 +558,11 @@ inline void permute_of(Permute* perm, int64_t W, int64_t N, int64_t R, int64_t s
     perm->key = key;
 }
 
+// The first n bytes of a vector, as a mask (none for n <= 0, all from 64): pixel_rows, interleave_rows.
+inline uint64_t first_bytes(int64_t n) {
+    return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1;
+}
+
 // Tiles of R = 2 to 4 rows of N words of W bytes (a tile P = N * W * R bytes, at most 32), interleaved into
 // one run in d: out[m * P + (i * R + j) * W + e] <- byte e of word i of row j of tile m, from
 // s + off[j] + m * sm + i * W + e. Channels-last BatchToSpace (N = 1: a pixel from each of R batch items
@@ -576,15 +581,14 @@ DM_NARROW DM_NOINLINE inline bool interleave_rows(char* d, const char* s, int64_
     permute_of(perm, W, N, R, sm, G);
     const __m512i idx = _mm512_loadu_si512(perm->at);
     const __mmask64 of1 = perm->rows[1], of2 = perm->rows[2], of3 = perm->rows[3];
-    const auto bytes = [](int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1; };
     const auto group = [&](int64_t m, int64_t g) DM_NARROW __attribute__((always_inline)) {  // tiles [m, m + g)
-        const __mmask64 read = bytes((g - 1) * sm + row);
+        const __mmask64 read = first_bytes((g - 1) * sm + row);
         const char* p = s + m * sm;
         __m512i v = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(read, p + off[0]));
         v = _mm512_mask_permutexvar_epi8(v, of1, idx, _mm512_maskz_loadu_epi8(read, p + off[1]));
         if (R > 2) v = _mm512_mask_permutexvar_epi8(v, of2, idx, _mm512_maskz_loadu_epi8(read, p + off[2]));
         if (R > 3) v = _mm512_mask_permutexvar_epi8(v, of3, idx, _mm512_maskz_loadu_epi8(read, p + off[3]));
-        _mm512_mask_storeu_epi8(d + m * P, bytes(g * P), v);
+        _mm512_mask_storeu_epi8(d + m * P, first_bytes(g * P), v);
     };
     int64_t m = 0;
     for (; m + G <= run; m += G) group(m, G);

@@ -432,13 +432,12 @@ DM_NARROW DM_NOINLINE inline bool pixel_rows(char* d, const char* s, int64_t P, 
     if (G < 2) return false;
     permute_of(perm, P, 1, 1, sm, G);  // (byte k of a group: row k / P, byte k % P of it, at (k / P) * sm + k % P)
     const __m512i idx = _mm512_loadu_si512(perm->at);
-    const auto bytes = [](int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1; };
     for (int64_t j = 0; j < rows; ++j) {  // (a tile's rows: each its own run in d)
         const auto group = [&](int64_t m, int64_t g) DM_NARROW __attribute__((always_inline)) {  // rows [m, m + g) of the run
             const int64_t need = (g - 1) * sm + P;  // bytes they read
             const char* p = s + j * s1 + m * sm;
-            const __m512i x = _mm512_maskz_loadu_epi8(bytes(need), p), y = _mm512_maskz_loadu_epi8(bytes(need - 64), p + 64);
-            _mm512_mask_storeu_epi8(d + j * d1 + m * P, bytes(g * P), _mm512_permutex2var_epi8(x, idx, y));
+            const __m512i x = _mm512_maskz_loadu_epi8(first_bytes(need), p), y = _mm512_maskz_loadu_epi8(first_bytes(need - 64), p + 64);
+            _mm512_mask_storeu_epi8(d + j * d1 + m * P, first_bytes(g * P), _mm512_permutex2var_epi8(x, idx, y));
         };
         int64_t m = 0;
         for (; m + G <= run; m += G) group(m, G);  // (the masks the same each time: hoisted)
