@@ -19,6 +19,7 @@ import datamove as dm
 import reference as ref
 from datamove import engines, plans, shapes
 from datamove.engines import native_engine
+from datamove.engines import strided
 from datamove.engines.strided import _merge, fan_out_first, lower, schedule
 from concurrency import run_threads
 from strategies import depth_case, space_batch_case
@@ -1498,9 +1499,11 @@ def test_short_pixel_copies_from_a_table(monkeypatch, stream, threads, op, args,
 @pytest.mark.parametrize("mode", ["depth_first", "blocks_first"])
 def test_gather_loops_follow_the_input_past_too_many_side_rows(streaming, mode):
     """5-D SpaceToDepth with block 3: the tile's three rows go on past the block's row loop, nine rows side
-    by side, more than the core joins. The loops still follow the input (read in order; moving the row loop
-    inside read 192-byte runs 576 bytes apart, 1.75-2.3x the copy floor), and off a line the program stores
-    plainly, on a line it streams; bit for bit either way."""
+    by side, more than the core joins for runs this short (22 tiles of 64 bytes through the output's height
+    and depth). The loops still follow the input (read in order; moving the row loop inside read 192-byte
+    runs 576 bytes apart, 1.75-2.3x the copy floor) but for the block's depth offset, moved outside the
+    depth loop (runs_together), and off a line the program stores plainly, on a line it streams; bit for
+    bit either way."""
     core = native_engine.core()
     rng = np.random.default_rng(3)
     data = random_array((2, 2, 6, 3 * 11, 48), np.dtype(np.float32), rng)
@@ -1510,11 +1513,82 @@ def test_gather_loops_follow_the_input_past_too_many_side_rows(streaming, mode):
         program = native_engine.program(plan, data, out)
         (pattern, _, block, loops), = _steps(program)
         assert (pattern, block) == (native_engine._PATTERNS["gather"], 3)
-        assert [abs(l[1]) for l in loops[:-2]] == sorted((abs(l[1]) for l in loops[:-2]), reverse=True)
+        outer = loops[:-2]
+        assert outer[-3][2] == 16 * outer[-2][0] and outer[-2][2] == 16  # depth, then height: the rows go on
+        assert abs(outer[-4][1]) < abs(outer[-3][1])  # the block's depth offset, outside the depth loop
+        rest = [abs(l[1]) for l in outer[:-4] + outer[-3:]]
+        assert rest == sorted(rest, reverse=True)
         assert core.streams(program, native_engine._address(out)) == (offset == 0), offset
         dm.space_to_depth(data, mode, 3, out=out, engine="native")
         assert same_bits(out, expected), offset
         assert not written_outside(), offset
+
+
+TWO_LOOP_CASES = [
+    (np.float32, 3, (1, 2, 24, 48, 48)), (np.float32, 2, (2, 2, 8, 10, 38)), (np.uint8, 2, (1, 3, 6, 8, 130)),
+    (np.uint16, 3, (1, 2, 12, 60, 99)), (np.float64, 3, (1, 2, 12, 36, 48)), (np.complex128, 2, (1, 2, 4, 6, 10))]
+
+
+def _rows_through_two_loops(core, threads, dtype, block, shape, mode):
+    with _threads(threads):
+        rng = np.random.default_rng(block * shape[-1])
+        data = random_array(shape, np.dtype(dtype), rng)
+        expected = ref.space_to_depth(data, mode, block)
+        plan = plans.space_to_depth(data.shape, expected.shape, mode, block)
+        for offset, out, written_outside in _outs_at_offsets(expected, _item_offsets(np.dtype(dtype).itemsize)):
+            program = native_engine.program(plan, data, out)
+            (pattern, word, kind, loops), = _steps(program)
+            assert (pattern, kind) == (native_engine._PATTERNS["gather"], block)
+            n = loops[-1][0]
+            assert loops[-4][2] == n and loops[-5][2] == n * loops[-4][0]  # height, then depth: the rows go on
+            assert core.streams(program, native_engine._address(out)), offset
+            dm.space_to_depth(data, mode, block, out=out, engine="native")
+            assert same_bits(out, expected), offset
+            assert not written_outside(), offset
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype, block, shape", TWO_LOOP_CASES)
+@pytest.mark.parametrize("mode", ["blocks_first", "depth_first"])
+def test_streamed_gather_rows_that_go_on_through_two_loops(streaming, threads, dtype, block, shape, mode):
+    """5-D SpaceToDepth NCHW: the output rows go on through its height and its depth, which the input's order
+    keeps apart (the block's depth offset between them). runs_together moves that loop out, and the core
+    streams each row through both loops as one run (side_runs, Steps) at any offset into a line: bit for
+    bit the spec's result and nothing outside it, rows cut among threads anywhere (a thread's runs may
+    start and end inside either loop)."""
+    _rows_through_two_loops(native_engine.core(), threads, dtype, block, shape, mode)
+
+
+@pytest.mark.slow
+def test_rows_through_two_loops_through_the_l1_buffer(monkeypatch, streaming):
+    """The same, where the CPU has no AVX-512 (-DDM_NO_AVX512): the runs through two loops fill the L1 buffer
+    and stream from it."""
+    portable = _core_built_with("-DDM_NO_AVX512")
+    monkeypatch.setattr(native_engine, "_native", portable)
+    for dtype, block, shape in TWO_LOOP_CASES:
+        for threads in (1, 3):
+            _rows_through_two_loops(portable, threads, dtype, block, shape, "depth_first")
+
+
+def test_runs_together_only_moves_loops_over_a_cached_span():
+    """runs_together moves the loops between two that go on with the rows outside the outer one, only over
+    as much of it as reads REREAD_BYTES of input (a merged loop is cut in two), only loops of smaller input
+    strides, only for tiles' rows of a line or more, and leaves loops already together alone."""
+    outer = [[304, 55296, 55296], [8, 6912, 256], [3, 2304, 18432], [16, 144, 16], [3, 48, 6144]]  # 5-D depth_first
+    moved = [[304, 55296, 55296], [3, 2304, 18432], [8, 6912, 256], [16, 144, 16], [3, 48, 6144]]
+    assert strided.runs_together(outer, 16, 4) == moved
+    assert strided.runs_together(moved, 16, 4) == moved  # together already
+    assert strided.runs_together(outer, 16, 2) == outer  # rows of 32 bytes: under a line
+    # 5-D blocks_first: channels and depth merged (64 x 6912 words of float32 = 1.7 MiB), cut to 32 (864 KiB)
+    merged = [[38, 442368, 442368], [64, 6912, 256], [3, 2304, 147456], [16, 144, 16], [3, 48, 49152]]
+    assert strided.runs_together(merged, 16, 4) == [
+        [38, 442368, 442368], [2, 221184, 8192], [3, 2304, 147456], [32, 6912, 256], [16, 144, 16], [3, 48, 49152]]
+    assert 32 * 6912 * 4 <= strided.REREAD_BYTES < 64 * 6912 * 4
+    prime = [[7, 200000, 256], [3, 2304, 18432], [16, 144, 16]]  # 7 x 800 KB: no part of it fits but one
+    assert strided.runs_together(prime, 16, 4) == prime
+    assert strided.runs_together([[8, 6912, 256], [3, 9000, 18432], [16, 144, 16]], 16, 4) == \
+        [[8, 6912, 256], [3, 9000, 18432], [16, 144, 16]]  # a loop of larger input stride stays
+    assert strided.runs_together(outer, 8, 8) == outer  # no loop goes on with rows of 8
 
 
 def test_the_last_level_cache_comes_from_sysfs():

@@ -64,12 +64,21 @@ inline bool runs_of_windows(const Step& st) {
 // -> 0.62-0.81x the copy floor, SpaceToBatch uint8 1.27-1.42x -> 1.13-1.21x (four runs of five; 1.49x
 // -> 1.47x in the fifth). Short runs stay plain: 5-D SpaceToDepth with block 3 (9 rows of 1 KiB runs,
 // one chunk a call, none prefetched) went 0.95-0.99x -> 1.29-1.41x.
+// The tiles the rows of a side-joined gather go on through: those of the loop outside the side loop, times
+// those of the loop outside that where it goes on with them too (datamove.engines.strided.runs_together:
+// 5-D SpaceToDepth, the output's height and depth).
+inline int64_t side_runs(const Step& st) {
+    const int last = st.nouter - 1;
+    const Loop& next = st.outer[last - 1];
+    return last >= 2 && st.outer[last - 2].d == next.n * st.l0.n ? next.n * st.outer[last - 2].n : next.n;
+}
+
 inline bool side_joined(const Step& st) {
     const int last = st.nouter - 1;
     if (last < 1 || !(st.pattern == GATHER || runs_of_windows(st)) || rows_go_on(st) || st.outer[last - 1].d != st.l0.n)
         return false;
     const int64_t rows = st.outer[last].n * st.block;
-    return rows <= kJoinedStreams || (rows <= kSideRows && st.outer[last - 1].n * st.l0.n * st.word >= kGatherChunkBytes);
+    return rows <= kJoinedStreams || (rows <= kSideRows && side_runs(st) * st.l0.n * st.word >= kGatherChunkBytes);
 }
 
 // Whether a streamed step's gather tiles are taken a run at a time through the L1 buffer (rows that go on
@@ -96,6 +105,27 @@ inline void gather_window_part(const T* src, T* dst, int64_t a, int64_t b, int64
         for (int64_t j = 0; j < size; ++j) dst[b + j * d1 + i * d0] = src[a + i * size + j];
 }
 
+// Where a run's tiles start in src: tile k at k * step or, for a run through two loops (side_runs), `per`
+// tiles of the inner loop to each step of the outer, `outer` words apart.
+struct Steps {
+    int64_t step, per, outer;
+    Steps(int64_t step_ = 0, int64_t per_ = 0, int64_t outer_ = 0) : step(step_), per(per_), outer(outer_) {}
+    int64_t of(int64_t k) const { return per ? k / per * outer + k % per * step : k * step; }
+};
+
+// A tile of a run walked in order (run_lines): its start in src and its place under Steps' outer loop.
+struct TileAt {
+    int64_t off, into;
+    TileAt(const Steps& s, int64_t k) : off(s.of(k)), into(s.per ? k % s.per : 0) {}
+    void next(const Steps& s) {
+        if (s.per && ++into == s.per) {
+            into = 0, off += s.outer - (s.per - 1) * s.step;
+        } else {
+            off += s.step;
+        }
+    }
+};
+
 #if DM_HAVE_AVX512
 
 // How far ahead of its loads gather_lines asks for each input line: 4 KiB. It once read the side rows a
@@ -121,18 +151,18 @@ constexpr int64_t kInterleaveLines = 32;
 
 #if DM_HAVE_AVX512
 // The whole lines [first, last) of a run of gather tiles of n positions (gather_lines, gather_narrow_lines):
-// line(m, i, tile, t) for line i (position i of the run: tile `tile`, position t of it) of each of the
-// `sides` side rows m, a group at a time (a tile's row of each side row in turn; one side row:
+// line(m, i, a, b, t) for line i (position i of the run: position t of the tile at src word a, the next
+// tile at b; Steps) of each of the `sides` side rows m, a group at a time (a tile's row of each side row in turn; one side row:
 // kInterleaveLines lines), the groups of the run's first half and of its second in turns (kInterleave).
 template <int L, typename Line>
-__attribute__((always_inline)) inline void run_lines(int64_t first, int64_t last, int64_t n, int64_t sides, Line&& line) {
+__attribute__((always_inline)) inline void run_lines(int64_t first, int64_t last, int64_t n, int64_t sides, const Steps& steps, Line&& line) {
     const int64_t group = sides > 1 ? (n + L - 1) / L * L : kInterleaveLines * L;  // (kLinesAhead)
     const int64_t groups = (last - first + group - 1) / group;
     const int64_t K = groups >= 2 * kInterleave ? kInterleave : 1;
-    struct Cursor { int64_t g, end, tile0, t0; } cur[kInterleave];
+    struct Cursor { int64_t g, end, t0; TileAt tile0; } cur[kInterleave] = {{0, 0, 0, TileAt(steps, 0)}, {0, 0, 0, TileAt(steps, 0)}};
     for (int64_t q = 0; q < K; ++q) {
         const int64_t g = first + groups * q / K * group;
-        cur[q] = Cursor{g, q + 1 < K ? first + groups * (q + 1) / K * group : last, g / n, g % n};
+        cur[q] = Cursor{g, q + 1 < K ? first + groups * (q + 1) / K * group : last, g % n, TileAt(steps, g / n)};
     }
     for (bool more = true; more;) {
         more = false;
@@ -140,11 +170,15 @@ __attribute__((always_inline)) inline void run_lines(int64_t first, int64_t last
             Cursor& c = cur[q];
             if (c.g >= c.end) continue;
             more = true;
-            for (int64_t m = 0, tile = c.tile0, t = c.t0; m < sides; ++m, tile = c.tile0, t = c.t0) {
+            TileAt tile = c.tile0;
+            int64_t t = c.t0;
+            for (int64_t m = 0; m < sides; ++m, tile = c.tile0, t = c.t0) {
                 for (int64_t i = c.g; i < std::min(c.end, c.g + group); i += L) {
-                    line(m, i, tile, t);
+                    TileAt after = tile;  // the next tile, where a line's last positions are
+                    after.next(steps);
+                    line(m, i, tile.off, after.off, t);
                     t += L;
-                    if (t >= n) t -= n, ++tile;
+                    if (t >= n) t -= n, tile = after;
                 }
                 if (m + 1 == sides) c.tile0 = tile, c.t0 = t;  // the group's end: the next group's first line
             }
@@ -229,7 +263,7 @@ inline void whole_lines(const char* d, int64_t W, int64_t total, int64_t* first,
 
 // Positions [i0, i1) of every row of a run of gather tiles (see gather_lines), stored plainly.
 template <int W, int B>
-inline void gather_positions(const char* src, char* dst, const int64_t* at, int64_t n, int64_t step, const Loop& side,
+inline void gather_positions(const char* src, char* dst, const int64_t* at, int64_t n, const Steps& step, const Loop& side,
                              Bounds w, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
         const int64_t tile = i / n, t = i - tile * n;
@@ -238,7 +272,7 @@ inline void gather_positions(const char* src, char* dst, const int64_t* at, int6
                 char* o = dst + (m * side.d + at[j] + i) * W;
                 const int64_t word = t * B + j;
                 if (w.lo <= word && word < w.hi) {
-                    std::memcpy(o, src + (tile * step + m * side.s + word) * W, W);
+                    std::memcpy(o, src + (step.of(tile) + m * side.s + word) * W, W);
                 } else {
                     std::memset(o, 0, W);
                 }
@@ -277,7 +311,7 @@ __attribute__((always_inline)) inline void line_lanes(int64_t v, int64_t per, in
 // float32 channels and pads, 64 MiB, 0.89-1.11x (plain stores) -> 0.66-0.67x.
 template <int W, int B>
 __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src, char* dst, const int64_t* at, int64_t n,
-                                                                 int64_t runs, int64_t step, Loop side, Bounds w) {
+                                                                 int64_t runs, Steps step, Loop side, Bounds w) {
     constexpr int L = kLine / W;      // positions a line
     constexpr int H = W / 4;          // 32-bit lanes a word
     const int64_t total = n * runs;
@@ -287,11 +321,11 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
     whole_lines(dst + at[0] * W, W, total, &first, &last);
     gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
     const bool padded = w.lo > 0 || w.hi < n * B;
-    run_lines<L>(first, last, n, side.n, [&](int64_t m, int64_t i, int64_t tile, int64_t t) __attribute__((target("avx512f"))) {
+    run_lines<L>(first, last, n, side.n, step, [&](int64_t m, int64_t i, int64_t here, int64_t there, int64_t t) __attribute__((target("avx512f"))) {
         const int64_t cut = std::min<int64_t>(n - t, L) * B * H;  // lanes from this tile; the rest from the next
         const bool inside = cut == B * 16 && w.lo <= t * B && (t + L) * B <= w.hi;
-        const int32_t* pa = reinterpret_cast<const int32_t*>(src + (tile * step + m * side.s + t * B) * W);
-        const int32_t* pb = reinterpret_cast<const int32_t*>(src + ((tile + 1) * step + m * side.s) * W) - cut;
+        const int32_t* pa = reinterpret_cast<const int32_t*>(src + (here + m * side.s + t * B) * W);
+        const int32_t* pb = reinterpret_cast<const int32_t*>(src + (there + m * side.s) * W) - cut;
         for (int v = 0; v < B; ++v) _mm_prefetch(reinterpret_cast<const char*>(pa + 16 * v) + kLinesAhead, _MM_HINT_T0);
         __m512i z[B];
         for (int v = 0; v < B; ++v) {
@@ -328,7 +362,7 @@ DM_NARROW __attribute__((always_inline)) inline __m512i narrow_load(Mask mine, M
 // AVX-512BW's word permutes, BW's masked loads (where the CPU has all three: kAvx512Bytes).
 template <int W, int B>
 DM_NARROW DM_NOINLINE void gather_narrow_lines(
-    const char* src, char* dst, const int64_t* at, int64_t n, int64_t runs, int64_t step, Loop side, Bounds w) {
+    const char* src, char* dst, const int64_t* at, int64_t n, int64_t runs, Steps step, Loop side, Bounds w) {
     constexpr int L = kLine / W;  // positions (lanes) a line
     using Lane = std::conditional_t<W == 1, int8_t, int16_t>;
     using Mask = std::conditional_t<W == 1, __mmask64, __mmask32>;
@@ -342,11 +376,11 @@ DM_NARROW DM_NOINLINE void gather_narrow_lines(
     whole_lines(dst + at[0] * W, W, total, &first, &last);
     gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
     const bool padded = w.lo > 0 || w.hi < n * B;
-    run_lines<L>(first, last, n, side.n, [&](int64_t m, int64_t i, int64_t tile, int64_t t) DM_NARROW {
+    run_lines<L>(first, last, n, side.n, step, [&](int64_t m, int64_t i, int64_t here, int64_t there, int64_t t) DM_NARROW {
         const int64_t cut = std::min<int64_t>(n - t, L) * B;  // lanes from this tile; the rest from the next
         const bool inside = cut == B * L && w.lo <= t * B && (t + L) * B <= w.hi;
-        const char* pa = src + (tile * step + m * side.s + t * B) * W;
-        const char* pb = src + ((tile + 1) * step + m * side.s - cut) * W;
+        const char* pa = src + (here + m * side.s + t * B) * W;
+        const char* pb = src + (there + m * side.s - cut) * W;
         __m512i z[B];
         for (int v = 0; v < B; ++v) {
             _mm_prefetch(pa + 64 * v + kLinesAhead, _MM_HINT_T0);
@@ -899,7 +933,7 @@ inline bool gathers_chains(const T* src, T* dst, int64_t a, int64_t b, int64_t r
 // allow it (lines_fit): whether it took the tiles.
 template <typename T, int B>
 inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, int64_t runs,
-                          int64_t step, const Loop& side, const Step* window) {
+                          const Steps& step, const Loop& side, const Step* window) {
 #if DM_HAVE_AVX512
     if constexpr (sizeof(T) <= 16)
         if (lines_fit(sizeof(T), B, rows.at, n, side)) {
@@ -931,7 +965,7 @@ inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows
 // a whole line at a time from registers instead (gather_lines, gather_narrow_lines), windows included.
 template <typename T, int B, bool NT>
 inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, char* scratch,
-                   int64_t runs = 1, int64_t step = 0, Loop side = Loop{1, 0, 0}, const Step* window = nullptr) {
+                   int64_t runs = 1, Steps step = Steps(), Loop side = Loop{1, 0, 0}, const Step* window = nullptr) {
     if (!NT) return gather_rows<T, B>(src, dst, a, b, rows, n);  // (windows come here streamed only)
     if (gathers_lines<T, B>(src, dst, a, b, rows, n, runs, step, side, window)) return;
     // A chunk of K positions a row, side.n * B rows: the buffer of B rows of kGatherChunkBytes shared among them
@@ -946,7 +980,7 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
             const int64_t tile = p / n, at = p - tile * n;
             c = std::min(n - at, i0 + k - p);
             for (int64_t m = 0; m < side.n; ++m) {
-                const int64_t from = a + tile * step + m * side.s;
+                const int64_t from = a + step.of(tile) + m * side.s;
                 if (window)
                     gather_window_part<T, B>(src, buf + m * B * K, from, p - i0 - at, K, 1, B, at, at + c, window->first,
                                              window->last, window->lo, window->hi);
@@ -958,7 +992,7 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
         for (int64_t p = i0 + k, c; p < std::min(total, i0 + k + K); p += c) {
             const int64_t tile = p / n, at = p - tile * n;
             c = std::min(n - at, i0 + k + K - p);
-            for (int64_t m = 0; m < side.n; ++m) ahead.add(src + a + tile * step + m * side.s + at * B, c * B * (int64_t)sizeof(T));
+            for (int64_t m = 0; m < side.n; ++m) ahead.add(src + a + step.of(tile) + m * side.s + at * B, c * B * (int64_t)sizeof(T));
         }
         const int64_t share = (ahead.lines + side.n * B - 1) / (side.n * B);
         for (int64_t m = 0; m < side.n; ++m)

@@ -670,8 +670,13 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
             }
         }
         const bool sides = !units && G && NT && side && run == inner.n;  // whole side loops: streamed as one
+        int64_t outer = 1;  // whole runs of the loop outside `next` too, where it goes on with the rows (side_runs)
+        if (sides && runs == next.n && last >= 2 && index[last - 1] == 0 && st.outer[last - 2].d == next.n * st.l0.n)
+            outer = std::max<int64_t>(1, std::min((r1 - r) / (inner.n * next.n), st.outer[last - 2].n - index[last - 2]));
         if constexpr (G)
-            if (sides) gather<T, (B ? B : 2), NT>(src, dst, a, b, rows, st.l0.n, st.scratch, runs, next.s, inner, window);
+            if (sides)
+                gather<T, (B ? B : 2), NT>(src, dst, a, b, rows, st.l0.n, st.scratch, runs * outer,
+                                           Steps(next.s, outer > 1 ? next.n : 0, st.outer[last - 2 < 0 ? 0 : last - 2].s), inner, window);
         // plain-stored block tiles of 4- and 8-byte words: all the rows under the two loops at once, set up once
         const bool done = !NT && !sides && !units &&
                           (((P == SCATTER_WINDOW || P == SCATTER) && scatter_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)) ||
@@ -698,8 +703,13 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
             for (int64_t m = 0; m < run; ++m)
                 tile<T, P, B, NT>(src, dst, a + q * next.s + m * inner.s, b + q * next.d + m * inner.d, st);
         }
-        r += runs * run;
+        r += outer * runs * run;
         if (r >= r1) break;
+        if (outer > 1) {
+            index[last - 2] += outer - 1;
+            a += (outer - 1) * st.outer[last - 2].s;
+            b += (outer - 1) * st.outer[last - 2].d;
+        }
         if (st.nouter) {  // the row the runs ended on: carry from there
             index[last] = inner.n - 1;
             a += (run - 1) * inner.s;
