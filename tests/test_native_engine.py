@@ -983,6 +983,39 @@ def test_gather_windows_of_pixels(windows, monkeypatch, stream, threads, dtype, 
                 assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype, channels", [(np.float32, 8), (np.int64, 8), (np.float32, 32), (np.uint8, 32),
+                                             (np.complex64, 16)])
+def test_windows_of_wide_pixels_streamed_at_any_offset(windows, monkeypatch, threads, dtype, channels):
+    """Streamed gather windows of 32-, 64- and 128-byte pixels go straight from registers (gather_pixel_lines)
+    at every offset into a line they are lowered at (16 bytes: lower_window; at others, other steps): each
+    row's vectors shifted to dst's lines, pads as zeros, odd counts of 32-byte pixels (the last one stored
+    plainly), one row or runs of rows, block rows side by side; bit for bit the spec's result and nothing
+    outside out."""
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    item = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(channels * item + 1)
+    with _threads(threads):
+        for blocks, pads_begin, pads_end, hw in [((2, 2), (1, 1), (1, 1), (2 * 9 - 2, 2 * 21 - 2)),
+                                                 ((1, 3), (0, 2), (0, 2), (5, 3 * 11 - 4)),
+                                                 ((2, 4), (1, 3), (1, 2), (2 * 4 - 2, 4 * 7 - 5))]:
+            data = random_array((3,) + hw + (channels,), np.dtype(dtype), rng)  # TensorFlow's NHWC
+            args = ([1, *blocks, 1], [0, *pads_begin, 0], [0, *pads_end, 0])
+            expected = ref.space_to_batch(data, *args)
+            plan = plans.space_to_batch(data.shape, expected.shape, *map(tuple, args))
+            for offset in (0, 16, 32, 48, 4, 40, 1):
+                base = np.zeros(expected.nbytes + 128, np.uint8)
+                start = -base.__array_interface__["data"][0] % 64 + offset
+                out = base[start:start + expected.nbytes].view(dtype).reshape(expected.shape)
+                program = native_engine.program(plan, data, out)
+                assert any(pattern == native_engine._PATTERNS["gather_window"] and word == channels * item
+                           for pattern, word, _, _ in _steps(program)) == (offset % 16 == 0)
+                dm.space_to_batch(data, *args, out=out, engine="native")
+                assert same_bits(out, expected), (blocks, offset)
+                assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset
+
+
 _GUARDED = """
 import ctypes, mmap, sys
 import numpy as np, datamove as dm

@@ -406,6 +406,94 @@ DM_NARROW DM_NOINLINE void gather_narrow_lines(
     });
     gather_positions<W, B>(src, dst, at, n, step, side, w, last, total);
 }
+
+// Whether a streamed gather of B rows of W = 32-, 64- or 128-byte pixels (SpaceToBatch's windows of
+// channels-last data) can go straight from registers (gather_pixel_lines): every row and side row at the
+// same 4-byte offset into a line.
+inline bool pixel_lines_fit(const char* row, int64_t W, int B, const int64_t* at, const Loop& side) {
+    if (!kAvx512 || (W != 32 && W != 64 && W != 128) || B < 2 || B > 4 || reinterpret_cast<uintptr_t>(row) % 4 ||
+        side.n * B > kSideRows || (side.n > 1 && side.d * W % kLine))
+        return false;
+    for (int j = 1; j < B; ++j)
+        if ((at[j] - at[0]) * W % kLine) return false;
+    return true;
+}
+
+// The 64-byte vectors a chunk of gather_pixel_lines makes of each row before the next row's.
+constexpr int64_t kPixelChunkVectors = 32;
+
+// A streamed run of gather tiles of W = 32-, 64- or 128-byte words (pixels: SpaceToBatch's windows of
+// channels-last data with 8, 16 or 32 float32 channels) straight from registers, at any 4-byte offset
+// into a line: each output row is a stream of 64-byte vectors (two 32-byte pixels, or a part of one),
+// zeros outside the window, shifted to dst's lines (Shifted) and streamed a whole line at a time; a
+// row's first and last partial lines, and an odd last 32-byte pixel, are stored plainly. The rows take
+// turns a chunk (kPixelChunkVectors) at a time, so that they read the same input lines while those are
+// in L1. Positions and tiles as in gather_lines (runs of tiles, Steps, a side loop).
+template <int W, int B>
+__attribute__((target("avx512f"))) DM_NOINLINE void gather_pixel_lines(const char* src, char* dst, const int64_t* at, int64_t n,
+                                                                       int64_t runs, Steps step, Loop side, Bounds w) {
+    constexpr int64_t P = W >= kLine ? 1 : kLine / W;  // positions a vector
+    constexpr int64_t V = W >= kLine ? W / kLine : 1;  // vectors a position
+    const int64_t total = n * runs, whole = total / P * P, chunk = kPixelChunkVectors * P / V;
+    const int64_t rows = side.n * B;
+    const Shifted sh = shifted(dst + at[0] * W);
+    __m512i prev[kSideRows];
+    auto pixel = [&](const char* from, int64_t word) -> const char* { return w.lo <= word && word < w.hi ? from + word * W : nullptr; };
+    for (int64_t i0 = 0; i0 < whole; i0 += chunk) {
+        const int64_t i1 = std::min(whole, i0 + chunk);
+        const TileAt first(step, i0 / n);
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t m = r / B, j = r % B;
+            char* row = dst + (m * side.d + at[j]) * W - sh.p;  // the line the row's first vector starts in
+            TileAt tile = first;
+            int64_t t = i0 % n;
+            auto next = [&]() -> const char* {  // the source of position (tile, t), then on to the next
+                const char* p = pixel(src + (tile.off + m * side.s) * W, t * B + j);
+                if (++t == n) t = 0, tile.next(step);
+                return p;
+            };
+            for (int64_t i = i0; i < i1; i += P) {
+                __m512i v[V];
+                if constexpr (W == 32) {
+                    const char* a = next();
+                    const char* b = next();
+                    if (j == 0 && a) _mm_prefetch(a + kLinesAhead, _MM_HINT_T0);
+                    const __m256i lo = a ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)) : _mm256_setzero_si256();
+                    const __m256i hi = b ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)) : _mm256_setzero_si256();
+                    v[0] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                } else {
+                    const char* a = next();
+                    for (int64_t k = 0; k < V; ++k) {
+                        if (j == 0 && a) _mm_prefetch(a + 64 * k + kLinesAhead, _MM_HINT_T0);
+                        v[k] = a ? _mm512_loadu_si512(a + 64 * k) : _mm512_setzero_si512();
+                    }
+                }
+                for (int64_t k = 0; k < V; ++k) {
+                    const int64_t vec = i / P * V + k;  // the vector's place in its row
+                    char* o = row + vec * kLine;
+                    if (vec) {
+                        shifted_line(o, sh, prev[r], v[k]);
+                    } else {
+                        shifted_first(o, sh, v[k]);
+                    }
+                    prev[r] = v[k];
+                }
+            }
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t m = r / B, j = r % B;
+        char* row = dst + (m * side.d + at[j]) * W;
+        if (whole) shifted_last(row - sh.p + whole / P * V * kLine, sh, prev[r]);
+        if (whole < total) {  // an odd last 32-byte pixel
+            const int64_t tile = whole / n, t = whole % n, word = t * B + j;
+            const char* from = src + (step.of(tile) + m * side.s) * W;
+            const __m256i v = w.lo <= word && word < w.hi ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + word * W))
+                                                          : _mm256_setzero_si256();
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + whole * W), v);
+        }
+    }
+}
 #endif
 
 // Rows a chain for chained_lines: a GATHER tile's rows that are whole lines (n * W a multiple of 64
@@ -935,6 +1023,13 @@ template <typename T, int B>
 inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n, int64_t runs,
                           const Steps& step, const Loop& side, const Step* window) {
 #if DM_HAVE_AVX512
+    if constexpr (sizeof(T) >= 32)
+        if (window && pixel_lines_fit(reinterpret_cast<const char*>(dst + b + rows.at[0]), sizeof(T), B, rows.at, side)) {
+            const Bounds w{window->lo, window->hi};
+            gather_pixel_lines<sizeof(T), B>(reinterpret_cast<const char*>(src + a), reinterpret_cast<char*>(dst + b), rows.at, n,
+                                             runs, step, side, w);
+            return true;
+        }
     if constexpr (sizeof(T) <= 16)
         if (lines_fit(sizeof(T), B, rows.at, n, side)) {
             const char* from = reinterpret_cast<const char*>(src + a);
