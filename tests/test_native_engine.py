@@ -1016,6 +1016,34 @@ def test_windows_of_wide_pixels_streamed_at_any_offset(windows, monkeypatch, thr
                 assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype, channels, block", [
+    (np.uint8, 3, 3), (np.uint8, 3, 4), (np.uint8, 1, 3), (np.uint8, 2, 4), (np.uint8, 4, 3), (np.uint8, 7, 2),
+    (np.uint16, 3, 3), (np.float16, 2, 4), (np.bool_, 3, 3), (np.int8, 5, 3)])
+def test_narrow_gather_tiles_as_units_of_output(threads, dtype, channels, block):
+    """Channels-last SpaceToDepth depth_first of a few narrow channels: each output pixel is a unit that the
+    gather tiles of its block's rows fill densely (units_of), made G units a vector by byte permutes
+    (gather_unit_rows, plainly stored). Bit for bit the spec's result and nothing outside out, at any byte
+    offset, flipped and strided inputs, rows cut among threads anywhere (partial blocks by run_rows), and
+    whole vectors loaded and stored only inside the rows and the units (the rest masked)."""
+    native_engine.core()
+    rng = np.random.default_rng(channels * block)
+    with _threads(threads):
+        for h, w in [(block * 5, block * 23), (block, block * 2), (block * 3, block * 41)]:
+            nhwc = random_array((3, h, w + block, channels), np.dtype(dtype), rng)
+            for data in (nhwc[:, :, :w].transpose(0, 3, 1, 2), nhwc[:, ::-1, :w].transpose(0, 3, 1, 2),
+                         np.ascontiguousarray(nhwc[:, :, :w]).transpose(0, 3, 1, 2)):
+                expected = ref.space_to_depth(data, "depth_first", block)
+                n, c, oh, ow = expected.shape
+                for offset in (0, 1, 5, 16, 33):
+                    base = np.zeros(expected.nbytes + 128, np.uint8)
+                    start = -base.__array_interface__["data"][0] % 64 + offset
+                    out = base[start:start + expected.nbytes].view(dtype).reshape(n, oh, ow, c).transpose(0, 3, 1, 2)
+                    dm.space_to_depth(data, "depth_first", block, out=out, engine="native")
+                    assert same_bits(out, expected), (h, w, offset)
+                    assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset
+
+
 _GUARDED = """
 import ctypes, mmap, sys
 import numpy as np, datamove as dm
@@ -1083,6 +1111,9 @@ def test_no_read_past_the_input():
              ("depth_to_space", (2, 256, 2, 5), ("blocks_first", 2), "nhwc", "float32"),
              ("batch_to_space", (4, 16, 3, 20), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 0, 1]), "nhwc", "float32"),
              ("depth_to_space", (2, 64, 3, 7), ("depth_first", 2), "nhwc", "float32"),  # chained_lines
+             ("space_to_depth", (2, 3, 9, 30), ("depth_first", 3), "nhwc", "uint8"),  # gather_units
+             ("space_to_depth", (2, 2, 8, 40), ("depth_first", 4), "nhwc", "uint8"),
+             ("space_to_depth", (2, 3, 6, 36), ("depth_first", 3), "nhwc", "uint16"),
              ("depth_to_space", (2, 128, 3, 7), ("depth_first", 4), "nhwc", "float32"),  # strided_lines
              ("space_to_depth", (2, 4, 6, 33), ("depth_first", 3), "nhwc", "float32"),  # table_lines
              ("space_to_batch", (1, 3, 6, 62), pads, "nhwc", "float32"),

@@ -355,6 +355,9 @@ RowsFn pick(const Step& st, bool stream) {
 #if DM_HAVE_AVX512
     interleaved = st.pattern == SCATTER && st.word <= 2 && !stream && st.l0.s == 1 && st.l0.d == st.block && st.nouter >= 1 &&
                   st.outer[st.nouter - 1].d == st.l0.n * st.block && st.l0.n * st.block * st.word <= 32 && kAvx512Bytes;
+    // GATHER tiles of narrow words that make units of output with the side rows around them (gather_unit_rows)
+    Units units;
+    interleaved = interleaved || (!stream && units_of(st, &units));
 #endif
     switch (st.word) {
         case 1: return rows_for<uint8_t>(st.pattern, st.block, stream, interleaved);

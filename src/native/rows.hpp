@@ -736,6 +736,33 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
 }
 
 
+#if DM_HAVE_AVX512
+// A plainly stored GATHER step of narrow words whose tiles make units (units_of): each block of R side
+// rows by the units' loop at once (gather_units), a thread's partial blocks at its range's ends by run_rows.
+template <typename T, int B>
+void gather_unit_rows(const Step& st, char* src_base, char* dst_base, int64_t r0, int64_t r1) {
+    Units un;
+    if (!units_of(st, &un)) return run_rows<T, GATHER, B, false>(st, src_base, dst_base, r0, r1);
+    const Loop inner = st.outer[st.nouter - 1];
+    const int outside = st.nouter - (un.R > 1 ? 2 : 1);  // the loops around a block
+    const int64_t per = inner.n * un.R, b0 = (r0 + per - 1) / per, b1 = r1 / per;
+    if (b0 >= b1) return run_rows<T, GATHER, B, false>(st, src_base, dst_base, r0, r1);
+    if (r0 < b0 * per) run_rows<T, GATHER, B, false>(st, src_base, dst_base, r0, b0 * per);
+    int64_t off[4] = {0, 0, 0, 0};
+    for (int64_t r = 1; r < un.R; ++r) off[r] = r * st.outer[st.nouter - 2].s * (int64_t)sizeof(T);
+    for (int64_t k = b0; k < b1; ++k) {
+        int64_t rest = k, a = st.src0, b = st.dst0;
+        for (int q = outside - 1; q >= 0; --q) {
+            const int64_t i = rest % st.outer[q].n;
+            rest /= st.outer[q].n;
+            a += i * st.outer[q].s, b += i * st.outer[q].d;
+        }
+        gather_units(dst_base + b * (int64_t)sizeof(T), src_base + a * (int64_t)sizeof(T), off, un, inner.n);
+    }
+    if (b1 * per < r1) run_rows<T, GATHER, B, false>(st, src_base, dst_base, b1 * per, r1);
+}
+#endif
+
 // Gather windows only: 32- to 128-byte words (pixels) come only in SpaceToBatch's windows, so only those are
 // compiled for them (every pattern would add a third to the build's time).
 template <typename T, bool NT>
@@ -746,10 +773,15 @@ RowsFn pick_gather_window(int block) {
 
 template <typename T, bool NT>
 RowsFn pick_word(int pattern, int block, bool interleaved) {
-    if constexpr (sizeof(T) <= 2 && !NT)  // (see run_rows' I)
+    if constexpr (sizeof(T) <= 2 && !NT) {  // (see run_rows' I)
         if (pattern == SCATTER && interleaved)
             return block == 2 ? run_rows<T, SCATTER, 2, NT, true> : block == 3 ? run_rows<T, SCATTER, 3, NT, true>
                                                                  : run_rows<T, SCATTER, 4, NT, true>;
+#if DM_HAVE_AVX512
+        if (pattern == GATHER && interleaved)
+            return block == 2 ? gather_unit_rows<T, 2> : block == 3 ? gather_unit_rows<T, 3> : gather_unit_rows<T, 4>;
+#endif
+    }
     switch (pattern) {
         case CONTIGUOUS: return run_rows<T, CONTIGUOUS, 0, NT>;
         case FILL: return run_rows<T, FILL, 0, NT>;
