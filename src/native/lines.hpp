@@ -115,7 +115,8 @@ struct Steps {
 
 // A tile of a run walked in order (run_lines): its start in src and its place under Steps' outer loop.
 struct TileAt {
-    int64_t off, into;
+    int64_t off = 0, into = 0;
+    TileAt() = default;
     TileAt(const Steps& s, int64_t k) : off(s.of(k)), into(s.per ? k % s.per : 0) {}
     void next(const Steps& s) {
         if (s.per && ++into == s.per) {
@@ -159,7 +160,7 @@ __attribute__((always_inline)) inline void run_lines(int64_t first, int64_t last
     const int64_t group = sides > 1 ? (n + L - 1) / L * L : kInterleaveLines * L;  // (kLinesAhead)
     const int64_t groups = (last - first + group - 1) / group;
     const int64_t K = groups >= 2 * kInterleave ? kInterleave : 1;
-    struct Cursor { int64_t g, end, t0; TileAt tile0; } cur[kInterleave] = {{0, 0, 0, TileAt(steps, 0)}, {0, 0, 0, TileAt(steps, 0)}};
+    struct Cursor { int64_t g, end, t0; TileAt tile0; } cur[kInterleave];
     for (int64_t q = 0; q < K; ++q) {
         const int64_t g = first + groups * q / K * group;
         cur[q] = Cursor{g, q + 1 < K ? first + groups * (q + 1) / K * group : last, g % n, TileAt(steps, g / n)};

@@ -623,6 +623,7 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
     const int last = st.nouter - 1;
     const Loop inner = st.nouter ? st.outer[last] : Loop{1, 0, 0};
     const Loop next = last >= 1 ? st.outer[last - 1] : Loop{1, 0, 0};
+    const Loop around = last >= 2 ? st.outer[last - 2] : Loop{1, 0, 0};  // (runs through two loops: side_runs)
     constexpr bool G = P == GATHER || (P == GATHER_WINDOW && B != 0);  // (windows: when runs_of_windows)
     const bool runs_ok = P == GATHER || runs_of_windows(st);
     const bool joined = runs_ok && rows_go_on(st), side = runs_ok && side_joined(st);
@@ -670,13 +671,13 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
             }
         }
         const bool sides = !units && G && NT && side && run == inner.n;  // whole side loops: streamed as one
-        int64_t outer = 1;  // whole runs of the loop outside `next` too, where it goes on with the rows (side_runs)
-        if (sides && runs == next.n && last >= 2 && index[last - 1] == 0 && st.outer[last - 2].d == next.n * st.l0.n)
-            outer = std::max<int64_t>(1, std::min((r1 - r) / (inner.n * next.n), st.outer[last - 2].n - index[last - 2]));
+        int64_t outer = 1;  // whole runs of `around` too, where it goes on with the rows (side_runs)
+        if (sides && runs == next.n && last >= 2 && index[last - 1] == 0 && around.d == next.n * st.l0.n)
+            outer = std::max<int64_t>(1, std::min((r1 - r) / (inner.n * next.n), around.n - index[last - 2]));
         if constexpr (G)
             if (sides)
                 gather<T, (B ? B : 2), NT>(src, dst, a, b, rows, st.l0.n, st.scratch, runs * outer,
-                                           Steps(next.s, outer > 1 ? next.n : 0, st.outer[last - 2 < 0 ? 0 : last - 2].s), inner, window);
+                                           Steps(next.s, outer > 1 ? next.n : 0, around.s), inner, window);
         // plain-stored block tiles of 4- and 8-byte words: all the rows under the two loops at once, set up once
         const bool done = !NT && !sides && !units &&
                           (((P == SCATTER_WINDOW || P == SCATTER) && scatter_rows_run<T, B>(src, dst, a, b, runs, next, run, inner, st)) ||
@@ -707,8 +708,8 @@ void run_rows(const Step& step, char* src_base, char* dst_base, int64_t r0, int6
         if (r >= r1) break;
         if (outer > 1) {
             index[last - 2] += outer - 1;
-            a += (outer - 1) * st.outer[last - 2].s;
-            b += (outer - 1) * st.outer[last - 2].d;
+            a += (outer - 1) * around.s;
+            b += (outer - 1) * around.d;
         }
         if (st.nouter) {  // the row the runs ended on: carry from there
             index[last] = inner.n - 1;
@@ -799,7 +800,8 @@ RowsFn pick_word(int pattern, int block, bool interleaved) {
 
 // The run_rows of a word type for a pattern and block, plain or streamed. Each word type's instances are
 // compiled in a file of their own (word1.cpp ... word128.cpp), in parallel; the others see these
-// declarations only. `interleaved`: SCATTER tiles that interleave_rows takes (pick).
+// declarations only. `interleaved`: SCATTER tiles that interleave_rows takes, GATHER tiles that
+// gather_units takes (pick).
 template <typename T>
 RowsFn rows_for(int pattern, int block, bool stream, bool interleaved) {
     if constexpr (std::is_same_v<T, W32> || std::is_same_v<T, W64> || std::is_same_v<T, W128>) {

@@ -122,10 +122,9 @@ def runs_together(outer: List[List[int]], n: int, word: int = 1) -> List[List[in
     1 KiB), and the core streams them as one run whatever their offset in a line (``side_joined`` in
     ``src/native/lines.hpp``). Only over as much of the outer of the two as spans at most
     :data:`REREAD_BYTES` of input (the rest of it stays outside), so the passes the moved loops make over
-    it read from the cache, and the tile's
-    rows are a line (64 bytes) or more, as the core's whole-line gathers take them: stored plainly, the
-    loops moved out gained nothing (float32) or cost (uint8 with block 3, 16-byte rows: 1.76-1.84x the
-    copy floor -> 1.97-2.11x).
+    it read from the cache, and only where the tile's rows are a line (64 bytes) or more, as the core's
+    whole-line gathers take them: stored plainly, the loops moved out gained nothing (float32) or cost
+    (uint8 with block 3, 16-byte rows: 1.76-1.84x the copy floor -> 1.97-2.11x).
 
     >>> runs_together([[304, 55296, 55296], [8, 6912, 256], [3, 2304, 18432], [16, 144, 16], [3, 48, 6144]], 16, 4)
     [[304, 55296, 55296], [3, 2304, 18432], [8, 6912, 256], [16, 144, 16], [3, 48, 6144]]
