@@ -633,10 +633,9 @@ inline bool units_of(const Step& st, Units* un) {
                         ok = out >= 0 && out < U && row[out] < 0 && in >= 0 && in < S;
                         if (ok) row[out] = (int8_t)r, at[out] = in, top = std::max(top, in + 1);
                     }
-        if (!ok) continue;
+        if (!ok || top > 64) continue;
         int64_t G = 64 / U;
         while (G > 1 && (G - 1) * S + top > 64) --G;
-        if (top > 64) continue;
         un->U = U, un->S = S, un->R = R, un->G = G, un->top = top;
         for (int r = 0; r < 4; ++r) un->rows[r] = un->reads[r] = 0;
         for (int64_t k = 0; k < 64; ++k) {
@@ -653,7 +652,9 @@ inline bool units_of(const Step& st, Units* un) {
 // bytes for them, a byte permute (VBMI) of each merged under its mask, one store. Whole 64-byte loads and
 // stores while they stay inside the rows' bytes and the units' output (each store's bytes past its G
 // units are written again by the next), masked ones at the end (reading only the bytes used). Masked all
-// along, 14.8 ms on one thread for 48 MiB of uint8 RGB with 3 x 3 blocks; whole, 8.5 ms. Tile by tile,
+// along, 14.8 ms on one thread for 48 MiB of uint8 RGB with 3 x 3 blocks; this way 9.4-13.5 ms (three
+// runs, the machine noisy). Every row gives a unit the same bytes (their offsets do not depend on the
+// row), so one `top` bounds every row's whole loads. Tile by tile,
 // channels-last uint8 RGB SpaceToDepth depth_first, 48 MiB, took 6.1-6.4x the copy floor (3 x 3 and 4
 // x 4 blocks).
 DM_NARROW DM_NOINLINE inline void gather_units(char* d, const char* s, const int64_t* off, const Units& un, int64_t units) {
