@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from datamove import DataMoveError, arrays, route
-from datamove.route import NATIVE_MIN_BYTES as NATIVE, TRITON_MIN_BYTES as GPU, Facts, Route
+from datamove.route import NATIVE_MIN_BYTES as NATIVE, PALLAS_MIN_BYTES as PALLAS, TRITON_MIN_BYTES as GPU, Facts, Route
 
 BIG, SMALL = 1 << 30, 4096
 T, J, D, C, S = "torch.Tensor", "jax.Array", "dask.array.Array", "cupy.ndarray", "array_api_strict.Array"
 
 
-def f(kind, engine="auto", view=False, namespace=True, triton=False, cuda=False, nbytes=BIG, out_view=True):
-    return Facts(kind, engine, view, namespace, triton, cuda, nbytes, out_view)
+def f(kind, engine="auto", view=False, namespace=True, triton=False, cuda=False, nbytes=BIG, out_view=True, pallas=False):
+    return Facts(kind, engine, view, namespace, triton, cuda, nbytes, out_view, pallas=pallas)
 
 
 ROUTES = [
@@ -35,6 +35,13 @@ ROUTES = [
     (f(T, view=True, triton=True, cuda=False, nbytes=GPU), Route("native", True)),
     # arrays of libraries with a namespace stay there even with a view (their result must be their kind)
     (f(J, view=True), Route("array_api", False)),
+    # a JAX array on a GPU: the Pallas kernel from PALLAS bytes, XLA's own ops below, or where Pallas cannot
+    # take it (a sub-byte dtype, a sharded array); on the CPU XLA's ops at any size
+    (f(J, cuda=True, pallas=True, nbytes=PALLAS), Route("pallas", False)),
+    (f(J, cuda=True, pallas=True, nbytes=PALLAS - 1), Route("array_api", False)),
+    (f(J, cuda=True, pallas=False), Route("array_api", False)),
+    (f(J, view=True, pallas=True), Route("array_api", False)),
+    (f(J, pallas=True), Route("array_api", False)),  # a tracer under jit off a GPU
     (f(D), Route("array_api", False)),
     (f(S, view=True, nbytes=SMALL), Route("array_api", False)),
     # an object that only speaks DLPack: the view
@@ -46,6 +53,8 @@ ROUTES = [
     (f(J, "numpy", view=True), Route("numpy", True)),
     (f(T, "triton", triton=True, cuda=True, nbytes=SMALL), Route("triton", False)),
     (f(T, "triton", view=True, triton=True), Route("triton", False)),
+    (f(J, "pallas", view=True, pallas=True, nbytes=SMALL), Route("pallas", False)),  # on the CPU: interpreted
+    (f(J, "pallas", cuda=True, pallas=True, nbytes=SMALL), Route("pallas", False)),
 ]
 
 
@@ -63,6 +72,11 @@ REFUSED = [
                                 "CUDA device"),
     (f("foo.Bar", "array_api", view=True, namespace=False), "engine 'array_api' cannot take this foo.Bar; engines "
                                                              "that can: ['numpy', 'native']"),
+    (f(T, "pallas", cuda=True, triton=True), "engine 'pallas' cannot take this torch.Tensor (it takes JAX arrays of "
+                                             "whole-byte dtypes"),
+    (f(J, "pallas", cuda=True), "engine 'pallas' cannot take this jax.Array (it takes JAX arrays of whole-byte dtypes, "
+                                "fewer than 2**31 words, on one device; off a GPU in Pallas' interpreter); engines "
+                                "that can: ['array_api']"),
 ]
 
 
@@ -74,6 +88,7 @@ def test_refusals_name_the_engines_that_can(facts, message):
 
 def test_able_follows_the_facts():
     assert route.able(f(T, view=True, triton=True)) == ["numpy", "native", "array_api", "triton"]
+    assert route.able(f(J, view=True, pallas=True)) == ["numpy", "native", "array_api", "pallas"]
     assert route.able(f(D)) == ["array_api"]
     assert route.able(f("foo.Bar", namespace=False)) == []
 

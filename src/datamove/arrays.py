@@ -96,13 +96,14 @@ def facts(data: Any, engine: str = "auto", out: Any = None, view: Any = False, t
     assert library is not None, "facts() of an array"
     if view is False:
         view = library.view(data)
-    from .engines import array_api_engine, triton_engine
+    from .engines import array_api_engine, pallas_engine, triton_engine
 
     return route.Facts(
         library.name, engine, view=view is not None, namespace=array_api_engine.can_take(data),
         triton=triton_engine.can_take(data), cuda=library.cuda(data), nbytes=library.nbytes(data),
         out_view=out is None or library is not libraries.TORCH
         or (library.view(out) if target is False else target) is not None,
+        pallas=pallas_engine.can_take(data),
     )
 
 

@@ -268,6 +268,19 @@ class _Jax(_Immutable):
         # a tracer's shape and dtype are concrete under jax.jit; its device may not be asked
         return (type(array), array.shape, array.dtype)
 
+    def cuda(self, array: Any) -> bool:
+        # JAX's "gpu" platform (CUDA or ROCm); a tracer runs where jit puts it: JAX's default backend
+        jax = sys.modules["jax"]
+        if isinstance(array, jax.core.Tracer):
+            return bool(jax.default_backend() == "gpu")
+        try:
+            return all(device.platform == "gpu" for device in array.devices())
+        except Exception:  # a deleted or donated array (the engine that runs it says so)
+            return False
+
+    def nbytes(self, array: Any) -> int:
+        return int(np.prod(array.shape, dtype=np.int64)) * int(np.dtype(array.dtype).itemsize)  # tracers too
+
 
 class _Dask(_Immutable):
     name = "dask.array.Array"

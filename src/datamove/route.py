@@ -20,6 +20,10 @@ Route(engine='array_api', through_view=False)
 (Route(engine='triton', through_view=False), Route(engine='array_api', through_view=False))
 >>> own_ops(torch_cpu._replace(nbytes=4096)), own_ops(cuda._replace(nbytes=1 << 20))   # PyTorch's ops
 (True, True)
+>>> jax_gpu = Facts("jax.Array", "auto", view=False, namespace=True, triton=False, cuda=True,
+...                 nbytes=PALLAS_MIN_BYTES, pallas=True)
+>>> route(jax_gpu), route(jax_gpu._replace(nbytes=4096)), route(jax_gpu._replace(cuda=False, engine="pallas"))
+(Route(engine='pallas', through_view=False), Route(engine='array_api', through_view=False), Route(engine='pallas', through_view=False))
 >>> route(torch_cpu._replace(engine="triton"))
 Traceback (most recent call last):
     ...
@@ -32,16 +36,21 @@ from typing import List, NamedTuple
 
 from .errors import DataMoveError
 
-__all__ = ["Facts", "Route", "route", "able", "own_ops", "ENGINES", "NATIVE_MIN_BYTES", "TRITON_MIN_BYTES"]
+__all__ = ["Facts", "Route", "route", "able", "own_ops", "ENGINES", "NATIVE_MIN_BYTES", "TRITON_MIN_BYTES",
+           "PALLAS_MIN_BYTES"]
 
 #: Every engine name, in the order ``"auto"`` tries them.
-ENGINES = ("numpy", "native", "array_api", "triton")
+ENGINES = ("numpy", "native", "array_api", "triton", "pallas")
 #: From this many input bytes a NumPy array (or view) runs on the compiled core, below it on a strided
 #: ``np.copyto``, which costs less than lowering and the call.
 NATIVE_MIN_BYTES = 1 << 17
 #: From this many bytes a CUDA array runs on the GPU kernel: below it a launch's host cost (about 55 us,
 #: half of it Triton's launcher) is more than the kernel saves over PyTorch's own ops.
 TRITON_MIN_BYTES = 64 << 20
+#: From this many bytes a JAX array on a GPU runs on the Pallas kernel, below it on XLA's own transpose
+#: (the array-API engine). Provisional, not measured: no GPU was lent to the work that added the kernel;
+#: set it from the JAX columns of ``datamove bench --device cuda``.
+PALLAS_MIN_BYTES = 4 << 20
 
 
 class Facts(NamedTuple):
@@ -65,6 +74,8 @@ class Facts(NamedTuple):
     out_view: bool = True
     #: Items are plain bits (not object references): the compiled core can copy them.
     plain: bool = True
+    #: The Pallas engine can take it (a JAX array of whole-byte items on one device; off a GPU, interpreted).
+    pallas: bool = False
 
 
 class Route(NamedTuple):
@@ -81,12 +92,14 @@ _VIEWED = ("numpy.ndarray", "torch.Tensor")
 _TRITON_TAKES = ("it takes PyTorch and CuPy arrays on a CUDA device, and CPU tensors under TRITON_INTERPRET=1, "
                  "with triton installed; strided tensors without a lazy conjugate or negative bit: "
                  "call resolve_conj() / resolve_neg() first")
+_PALLAS_TAKES = ("it takes JAX arrays of whole-byte dtypes, fewer than 2**31 words, on one device; "
+                 "off a GPU in Pallas' interpreter")
 
 
 def able(facts: Facts) -> List[str]:
     """The engines that can take the array, in ``ENGINES`` order."""
     can = {"numpy": facts.view, "native": facts.view and facts.plain, "array_api": facts.namespace,
-           "triton": facts.triton}
+           "triton": facts.triton, "pallas": facts.pallas}
     return [name for name in ENGINES if can[name]]
 
 
@@ -95,6 +108,8 @@ def route(facts: Facts) -> Route:
     if facts.engine == "auto":
         if facts.triton and facts.cuda and facts.nbytes >= TRITON_MIN_BYTES:
             return Route("triton", False)  # one fused kernel
+        if facts.pallas and facts.cuda and facts.nbytes >= PALLAS_MIN_BYTES:
+            return Route("pallas", False)  # the same, in Pallas, for JAX
         if facts.view and facts.out_view and (facts.kind in _VIEWED or not facts.namespace):
             return Route("native" if facts.nbytes >= NATIVE_MIN_BYTES and facts.plain else "numpy", True)
         if facts.namespace:
@@ -105,7 +120,8 @@ def route(facts: Facts) -> Route:
         if facts.kind == "numpy.ndarray":  # its dtype decides (objects, or outside the standard's)
             missing = "cannot take a numpy.ndarray"
         else:
-            missing = f"cannot take this {facts.kind}" + (f" ({_TRITON_TAKES})" if facts.engine == "triton" else "")
+            takes = {"triton": _TRITON_TAKES, "pallas": _PALLAS_TAKES}.get(facts.engine)
+            missing = f"cannot take this {facts.kind}" + (f" ({takes})" if takes else "")
         raise DataMoveError(f"engine {facts.engine!r} {missing}; engines that can: {names}")
     return Route(facts.engine, facts.engine in ("numpy", "native"))
 

@@ -34,7 +34,7 @@ Mode = Literal["blocks_first", "depth_first"]
 DataFormat = Literal["channels_first", "channels_last"]
 
 #: The operations' ``engine``: ``"auto"`` or one engine (``datamove.engines.ENGINES``).
-Engine = Literal["auto", "numpy", "native", "array_api", "triton"]
+Engine = Literal["auto", "numpy", "native", "array_api", "triton", "pallas"]
 
 #: ``datamove.compat.onnx.depth_to_space``'s ``mode`` (ONNX's names of the two modes).
 OnnxMode = Literal["DCR", "CRD"]

@@ -40,7 +40,8 @@ __all__ = ["ENGINES", "NATIVE_MIN_BYTES", "Engine", "get", "select", "numpy_fact
 
 
 # The engines this version provides, by module.
-_MODULES = {"numpy": "numpy_engine", "native": "native_engine", "array_api": "array_api_engine", "triton": "triton_engine"}
+_MODULES = {"numpy": "numpy_engine", "native": "native_engine", "array_api": "array_api_engine", "triton": "triton_engine",
+            "pallas": "pallas_engine"}
 
 
 class Engine(Protocol):
