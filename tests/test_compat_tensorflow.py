@@ -21,7 +21,7 @@ import pytest
 
 import datamove as dm
 import reference as ref
-from compat_helpers import DTYPES, Tally, random_array
+from compat_helpers import DTYPES, Tally, bits, random_array
 from datamove.compat import tensorflow as dtf
 
 tf = pytest.importorskip("tensorflow", reason="TensorFlow (tensorflow-cpu, a test extra) is not installed")
@@ -346,3 +346,39 @@ def test_errors_name_the_rule_and_tensorflow_rejects_too(name, ours, exception, 
         with pytest.raises(Exception):
             out = theirs()
             getattr(out, "numpy", lambda: None)()
+
+
+# ------------------------------------------------------------------ TensorFlow's own tensors
+
+
+@pytest.mark.parametrize("kind", ["b2s", "s2b", "s2d", "d2s"])
+def test_tensorflow_tensors_in_tensorflow_tensors_out(kind):
+    """The same random cases on tf.Tensor / tf.Variable: a tf.Tensor comes back, bit for bit the NumPy input's
+    result; inside tf.function with every dim unknown, the same (the checks that need a dim run with the graph)."""
+    rng = np.random.default_rng(20040 + ["b2s", "s2b", "s2d", "d2s"].index(kind))
+    ours = {"b2s": dtf.batch_to_space, "s2b": dtf.space_to_batch, "s2d": dtf.space_to_depth, "d2s": dtf.depth_to_space}[kind]
+    for i in range(60):
+        if kind in ("b2s", "s2b"):
+            shape, block, pairs = _nd_case(rng, kind)
+            args = (block, pairs)
+        else:
+            shape, size = _depth_case(rng, kind)
+            args = (size,)
+        x = random_array(rng, shape, np.dtype(DTYPES[i % len(DTYPES)]))
+        data = tf.constant(x) if i % 3 else tf.Variable(x)
+        got = ours(data, *args)
+        assert isinstance(got, tf.Tensor) and bits(got.numpy()) == bits(ours(x, *args)), (shape, args, x.dtype)
+    unknown = tf.function(lambda t: ours(t, *args), input_signature=[tf.TensorSpec([None] * x.ndim, data.dtype)])
+    assert bits(unknown(tf.constant(x)).numpy()) == bits(ours(x, *args))
+
+
+def test_tensorflow_tensors_unknown_dims_checked_when_the_graph_runs():
+    traced = tf.function(lambda t: dtf.space_to_depth(t, 2), input_signature=[tf.TensorSpec([None, None, None, 3])])
+    assert traced(tf.zeros((1, 4, 6, 3))).shape == (1, 2, 3, 12)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"data.shape\[2\] must be divisible by block_size = 2"):
+        traced(tf.zeros((1, 4, 5, 3)))
+    with pytest.raises(dm.DataMoveError, match=r"input.shape\[2\] = W = 5 must be divisible by block_size = 2"):
+        dtf.space_to_depth(tf.zeros((1, 4, 5, 3)), 2)  # eager: TensorFlow's terms, as for NumPy input
+    flat = tf.function(lambda t: dtf.space_to_batch(t, [], np.zeros((0, 2), np.int64)),
+                       input_signature=[tf.TensorSpec([None])])
+    assert flat(tf.range(3.0)).shape == (3,)  # M = 0: the batch alone

@@ -17,7 +17,7 @@ import operator
 import re
 from typing import Iterable, Optional, Tuple, Union
 
-from .errors import DataMoveError, brief
+from .errors import DataMoveError, brief, traced
 
 __all__ = ["Dim", "DimLike", "INT64_MAX", "Interval", "as_interval", "to_dim", "format_dim", "format_shape", "parse_dim"]
 
@@ -36,7 +36,7 @@ def _index(value: object, name: str) -> int:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(
-            f"{name} must be an integer, got {type(value).__name__} {brief(value)}"
+            f"{name} must be an integer, got {type(value).__name__} {brief(value)}{traced(value)}"
         ) from None
 
 

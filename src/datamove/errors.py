@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import reprlib
 
-__all__ = ["DataMoveError", "quote", "show", "brief", "number"]
+__all__ = ["DataMoveError", "quote", "show", "brief", "number", "traced"]
 
 #: Integers with more digits than this are shown by their digit count.
 MAX_DIGITS = 60
@@ -33,6 +33,10 @@ class DataMoveError(ValueError):
     ``crops_begin[2] + crops_end[2] = 11 exceeds data.shape[2] * block_shape[2] = 10``.
     A subclass of :class:`ValueError`, so ``except ValueError`` catches it too.
     """
+
+    # Exception's own __init__: AutoGraph (tf.function) then re-raises it as a DataMoveError with the traced
+    # code's lines added, where for any other __init__ it raises a StagingError in its place.
+    __init__ = Exception.__init__
 
 
 def quote(text: object, limit: int = 80) -> str:
@@ -103,3 +107,23 @@ def number(value: int) -> str:
     if digits <= MAX_DIGITS:
         return str(value)
     return f"{'-' if value < 0 else ''}<an integer of {digits} digits>"
+
+
+def traced(value: object) -> str:
+    """What to do about a parameter whose value a compiler traces (a JAX tracer, a symbolic ``tf.Tensor``), as
+    the end of a message: the operations' parameters decide shapes, so they must be known while tracing.
+    ``""`` for any other value.
+
+    >>> traced(3)
+    ''
+    """
+    kind = type(value)
+    module = kind.__module__
+    if module.startswith("jax") and any(c.__name__.endswith("Tracer") for c in kind.__mro__):
+        return ("; its value is traced by JAX (jax.jit, vmap, grad) and not known while tracing, but it decides "
+                "the output's shape: make it static (jax.jit(f, static_argnums=...) or static_argnames=...), "
+                "or close over it (a closure, functools.partial)")
+    if module.startswith("tensorflow") and kind.__name__ != "EagerTensor":
+        return ("; a symbolic tensor's value is not known while tf.function traces, but it decides the output's "
+                "shape: pass a Python int (tf.function traces once per value)")
+    return ""

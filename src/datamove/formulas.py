@@ -6,7 +6,11 @@ last). :func:`steps` returns those steps for one input shape, as plain
 integers, for the code that has to *write the formula down* in another
 system: the PyTorch ops recorded while ``torch.onnx``'s TorchScript exporter
 traces a call, and the ONNX translations of ``torch.ops.datamove.*``
-(:mod:`datamove.torch_onnx`). Parameters are the normalised ones of
+(:mod:`datamove.torch_onnx`), and the TensorFlow and Keras paths, which
+apply them with their own ops (:func:`follow`). A dim may be a symbol (any
+object with ``//``, ``*`` and ``+``, such as a scalar ``tf.Tensor`` from
+``tf.shape``), so that a size unknown when the graph is built stays unknown.
+Parameters are the normalised ones of
 ``datamove.shapes.resolve_<op>(...).params``: validate first.
 
 >>> s = steps("depth_to_space", {"mode": "depth_first", "block_size": 2}, (1, 8, 3, 5))
@@ -21,12 +25,13 @@ traces a call, and the ONNX translations of ``torch.ops.datamove.*``
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-__all__ = ["Steps", "steps", "run"]
+__all__ = ["Steps", "steps", "run", "follow"]
 
-Ints = Tuple[int, ...]
+Ints = Tuple[int, ...]  # (or symbols: see the module's docstring)
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,8 @@ class Steps:
 
 
 def steps(op: str, params: Dict[str, Any], shape: Ints) -> Steps:
-    """The steps of ``op`` with validated ``params`` on an input of ``shape`` (Python ints)."""
-    shape = tuple(int(d) for d in shape)
+    """The steps of ``op`` with validated ``params`` on an input of ``shape`` (Python ints, or symbols)."""
+    shape = tuple(int(d) if isinstance(d, numbers.Integral) else d for d in shape)
     if op in ("space_to_depth", "depth_to_space"):
         return _depth(op, params["mode"], int(params["block_size"]), shape)
     blocks = tuple(int(b) for b in params["block_shape"][1:])
@@ -129,4 +134,23 @@ def run(s: Steps, data: Any) -> Any:
     x = x.reshape(s.split).transpose(s.perm).reshape(s.merged)
     if s.crops is not None:
         x = x[tuple(slice(b, n - e) for n, b, e in zip(s.merged, *s.crops))]
+    return x
+
+
+def follow(s: Steps, x: Any, reshape: Callable[[Any, Sequence[Any]], Any], transpose: Callable[[Any, Ints], Any],
+           pad: Callable[[Any, Sequence[Tuple[int, int]]], Any]) -> Any:
+    """The steps applied with a framework's own ``reshape(x, dims)``, ``transpose(x, perm)`` and
+    ``pad(x, [(begin, end), ...])``; the crop is basic slicing with constant bounds, which every framework
+    has, so a symbolic size is never needed for it.
+
+    >>> import numpy as np
+    >>> s = steps("space_to_batch", {"block_shape": (1, 2), "pads_begin": (0, 1), "pads_end": (0, 1)}, (1, 4))
+    >>> follow(s, np.arange(1, 5).reshape(1, 4), np.reshape, np.transpose, np.pad).tolist()
+    [[0, 2, 4], [1, 3, 0]]
+    """
+    if s.pads is not None:
+        x = pad(x, list(zip(*s.pads)))
+    x = reshape(transpose(reshape(x, s.split), s.perm), s.merged)
+    if s.crops is not None:
+        x = x[tuple(slice(b, -e if e else None) for b, e in zip(*s.crops))]
     return x

@@ -36,8 +36,8 @@ from . import outputs
 from .caches import BoundedCache
 from .errors import DataMoveError
 
-__all__ = ["Library", "of", "foreign", "name", "checked", "check_dense", "needs_grad", "overlap", "span",
-           "NUMPY", "TORCH", "CUPY", "JAX", "DASK", "ARRAY_API", "DLPACK"]
+__all__ = ["Library", "of", "foreign", "name", "checked", "check_dense", "needs_grad", "overlap", "span", "tensorflow",
+           "NUMPY", "TORCH", "CUPY", "JAX", "DASK", "ARRAY_API", "DLPACK", "TENSORFLOW", "TENSORFLOW_VARIABLE"]
 
 
 class Library:
@@ -294,6 +294,26 @@ class _Dask(_Immutable):
         return 0  # lazy: nothing is moved at call time
 
 
+class _TensorFlow(_Immutable):
+    """``tf.Tensor`` (eager or symbolic inside ``tf.function``) and ``tf.Variable``: the operations run them on
+    TensorFlow's own ops (:mod:`datamove.tensorflow_ops`), never through a NumPy view, so graphs, XLA and
+    gradients work."""
+
+    name = "tf.Tensor"
+    why = "TensorFlow tensors: they are immutable; use the returned tensor (variable.assign(result) stores it)"
+
+    def key(self, array: Any) -> Optional[Tuple[Any, ...]]:
+        return None  # no recipes: TensorFlow builds (or traces) its own ops on each call
+
+    def view(self, array: Any) -> Optional[np.ndarray]:
+        return None
+
+
+def tensorflow(array: Any) -> bool:
+    """Whether ``array`` is a TensorFlow tensor or variable (TensorFlow is never imported to answer)."""
+    return isinstance(of(array), _TensorFlow)
+
+
 class _ArrayApi(Library):
     """Any other array with ``__array_namespace__`` (``array_api_strict``, ``ndonnx``, ...)."""
 
@@ -329,6 +349,9 @@ JAX: Library = _Jax()
 DASK: Library = _Dask()
 ARRAY_API: Library = _ArrayApi()
 DLPACK: Library = _DLPack()
+TENSORFLOW: Library = _TensorFlow()
+TENSORFLOW_VARIABLE: Library = _TensorFlow()
+TENSORFLOW_VARIABLE.name = "tf.Variable"
 
 _BY_TYPE: "BoundedCache[Optional[Library]]" = BoundedCache(256)
 
@@ -356,6 +379,12 @@ def _recognise(array: Any, kind: Any) -> Optional[Library]:
         found = modules.get(module)
         if found is not None and issubclass(kind, getattr(found, attribute)):
             return library
+    tf = modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "Variable"):  # (a module still being imported has neither class yet)
+        if issubclass(kind, tf.Tensor):
+            return TENSORFLOW
+        if issubclass(kind, tf.Variable):  # not a tf.Tensor: a variable reads as one in every TensorFlow op
+            return TENSORFLOW_VARIABLE
     if hasattr(array, "__array_namespace__"):
         return _named(ARRAY_API, kind)
     if hasattr(array, "__dlpack__"):

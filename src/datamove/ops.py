@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional, SupportsInd
 
 import numpy as np
 
-from . import arrays, libraries, params, recipes, shapes, torch_ops
+from . import arrays, libraries, params, recipes, shapes, tensorflow_ops, torch_ops
 from .call import Call
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
@@ -48,10 +48,7 @@ def _as_array(data: Any) -> Any:
         raise TypeError(f"data must be an array, could not convert {type(data).__name__}: {exc}") from None
 
 
-def _require(**values: Any) -> None:
-    for name, value in values.items():
-        if value is None:
-            raise TypeError(f"{name} is required (None means 'unknown' only in datamove.shapes)")
+_require = params.required
 
 
 
@@ -207,6 +204,9 @@ def batch_to_space(data: Any, block_shape: IntVector, crops_begin: IntVector, cr
            [[ 9, 10, 11, 12],
             [13, 14, 15, 16]]])
     """
+    # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
+    if type(data) is not np.ndarray and not arrays.compiling(data) and libraries.tensorflow(data):  # TensorFlow's own ops: graphs, XLA, gradients
+        return tensorflow_ops.call("batch_to_space", data, (block_shape, crops_begin, crops_end), None, out, engine)
     if type(data) is not np.ndarray and arrays.compiling(data):  # traced by torch.compile: the custom op
         return arrays.compiled_call("batch_to_space", (block_shape, crops_begin, crops_end), data, out)
     recipe_key = recipes.space_key("batch_to_space", block_shape, crops_begin, crops_end, data, engine)
@@ -268,6 +268,9 @@ def space_to_batch(data: Any, block_shape: IntVector, pads_begin: IntVector, pad
     array([[0, 2, 4],
            [1, 3, 0]])
     """
+    # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
+    if type(data) is not np.ndarray and not arrays.compiling(data) and libraries.tensorflow(data):  # TensorFlow's own ops: graphs, XLA, gradients
+        return tensorflow_ops.call("space_to_batch", data, (block_shape, pads_begin, pads_end), None, out, engine)
     if type(data) is not np.ndarray and arrays.compiling(data):  # traced by torch.compile: the custom op
         return arrays.compiled_call("space_to_batch", (block_shape, pads_begin, pads_end), data, out)
     recipe_key = recipes.space_key("space_to_batch", block_shape, pads_begin, pads_end, data, engine)
@@ -350,6 +353,9 @@ def space_to_depth(data: Any, mode: Mode, block_size: SupportsIndex = 1,
     >>> dm.space_to_depth(image, "depth_first", 2, data_format="channels_last").shape
     (1, 1, 2, 8)
     """
+    # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
+    if type(data) is not np.ndarray and not arrays.compiling(data) and libraries.tensorflow(data):  # TensorFlow's own ops: graphs, XLA, gradients
+        return tensorflow_ops.call("space_to_depth", data, (mode, block_size), data_format, out, engine)
     if data_format != "channels_first":
         return _channels_last(space_to_depth, data, mode, block_size, data_format, out, engine)
     recipe_key: Optional[Hashable]
@@ -425,6 +431,9 @@ def depth_to_space(data: Any, mode: Mode, block_size: SupportsIndex = 1,
     array([[0, 1],
            [2, 3]])
     """
+    # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
+    if type(data) is not np.ndarray and not arrays.compiling(data) and libraries.tensorflow(data):  # TensorFlow's own ops: graphs, XLA, gradients
+        return tensorflow_ops.call("depth_to_space", data, (mode, block_size), data_format, out, engine)
     if data_format != "channels_first":
         return _channels_last(depth_to_space, data, mode, block_size, data_format, out, engine)
     recipe_key: Optional[Hashable]
@@ -455,3 +464,4 @@ def _custom_op_body(op: str, args: Tuple[Any, ...], data: Any) -> Any:
 
 
 torch_ops.set_body(_custom_op_body)
+tensorflow_ops.as_python(batch_to_space, space_to_batch, space_to_depth, depth_to_space)

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from typing import Optional, SupportsIndex, Tuple, get_args, overload
 
 from .dims import INT64_MAX, _index
-from .errors import DataMoveError, brief, number
+from .errors import DataMoveError, brief, number, traced
 from .typing import DataFormat, Mode
 
-__all__ = ["MODES", "DATA_FORMATS", "int_vector", "int_scalar", "mode_arg", "data_format_arg"]
+__all__ = ["MODES", "DATA_FORMATS", "int_vector", "int_scalar", "mode_arg", "data_format_arg", "required"]
 
 #: The two modes of SpaceToDepth-1 / DepthToSpace-1 (:data:`datamove.typing.Mode`'s values).
 MODES: Tuple[Mode, ...] = get_args(Mode)
@@ -67,6 +67,9 @@ def int_vector(value: object, name: str, limit: Optional[int] = None) -> Optiona
         shape = tuple(getattr(value, "shape", ()) or ())
         if limit is not None and len(shape) == 1 and isinstance(shape[0], int) and shape[0] > limit:
             _too_long(name, shape[0], limit)
+        hint = traced(value)
+        if hint:
+            raise TypeError(f"{name} must be integers known while tracing, got {type(value).__name__}{hint}")
         try:
             array = np.asarray(value)
         except Exception as exc:  # e.g. a GPU tensor: say what to do
@@ -96,6 +99,13 @@ def int_vector(value: object, name: str, limit: Optional[int] = None) -> Optiona
             raise DataMoveError(f"{name} must be 1-D, got a nested sequence at {name}[{i}] = {brief(item)}")
         result.append(_check_range(_index(item, f"{name}[{i}]"), f"{name}[{i}]"))
     return tuple(result)
+
+
+def required(**values: object) -> None:
+    """The operations' parameters are all required: ``None`` means "unknown" only in :mod:`datamove.shapes`."""
+    for name, value in values.items():
+        if value is None:
+            raise TypeError(f"{name} is required (None means 'unknown' only in datamove.shapes)")
 
 
 def _too_long(name: str, length: int, rank: int) -> None:

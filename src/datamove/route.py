@@ -20,6 +20,8 @@ Route(engine='array_api', through_view=False)
 (Route(engine='triton', through_view=False), Route(engine='array_api', through_view=False))
 >>> own_ops(torch_cpu._replace(nbytes=4096)), own_ops(cuda._replace(nbytes=1 << 20))   # PyTorch's ops
 (True, True)
+>>> route(Facts("tf.Tensor", "auto", view=False, namespace=False, triton=False, cuda=False, nbytes=0))
+Route(engine='tensorflow', through_view=False)
 >>> jax_gpu = Facts("jax.Array", "auto", view=False, namespace=True, triton=False, cuda=True,
 ...                 nbytes=PALLAS_MIN_BYTES, pallas=True)
 >>> route(jax_gpu), route(jax_gpu._replace(nbytes=4096)), route(jax_gpu._replace(cuda=False, engine="pallas"))
@@ -86,6 +88,10 @@ class Route(NamedTuple):
     through_view: bool
 
 
+# Kinds that only their own framework's ops take (datamove.engines.tensorflow_engine), so that graphs, XLA
+# and gradients work; no engine of ENGINES can be forced on them.
+_OWN_GRAPH = {"tf.Tensor": "tensorflow", "tf.Variable": "tensorflow"}
+
 # Kinds whose NumPy view runs on the NumPy engines even where the array-API engine could take them.
 _VIEWED = ("numpy.ndarray", "torch.Tensor")
 
@@ -105,6 +111,12 @@ def able(facts: Facts) -> List[str]:
 
 def route(facts: Facts) -> Route:
     """The path of a call with ``facts``; a DataMoveError when no engine (or not the one asked for) can take it."""
+    own = _OWN_GRAPH.get(facts.kind)
+    if own is not None:
+        if facts.engine != "auto":
+            raise DataMoveError(f"engine {facts.engine!r} cannot take a {facts.kind}: TensorFlow tensors run on "
+                                "TensorFlow's own ops, so that tf.function, XLA and gradients work; use engine='auto'")
+        return Route(own, False)
     if facts.engine == "auto":
         if facts.triton and facts.cuda and facts.nbytes >= TRITON_MIN_BYTES:
             return Route("triton", False)  # one fused kernel

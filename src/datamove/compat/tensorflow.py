@@ -11,6 +11,12 @@ one core op:
   DCR, i.e. ``mode="blocks_first"``, in both data formats; NHWC is the core
   ops' ``data_format="channels_last"`` (read and written in place, no copy).
 
+TensorFlow's own tensors and variables (eager, or symbolic inside
+``tf.function``, with ``jit_compile=True`` too) run on TensorFlow's ops
+(see :mod:`datamove.tensorflow_ops`) and give a ``tf.Tensor``; a dim unknown
+while tracing skips the checks below that need it, and the core op checks
+it when the graph runs.
+
 Not copied from TensorFlow's CPU kernels: their dtype limits (no bool,
 complex or string for the ND ops), their limit of 4 non-trivial block dims,
 and NCHW running only on GPU. Everything TensorFlow's op definitions reject
@@ -26,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, SupportsIndex, Tuple, Uni
 
 import numpy as np
 
-from .. import ops
+from .. import libraries, ops, tensorflow_ops
 from ..errors import DataMoveError
 from ..params import int_vector
 from ..typing import ArrayT, IntPairs, IntVector, ScalarT, TensorFlowDataFormat
@@ -84,11 +90,20 @@ def _pairs(value: Any, name: str) -> Tuple[List[Tuple[int, int]], Tuple[int, ...
     return pairs, (len(rows), 2)
 
 
+def _shape(data: Any) -> Tuple[Any, ...]:
+    """``data``'s shape as Python ints; a TensorFlow tensor's dims not known while tracing are ``None``."""
+    if not libraries.tensorflow(data):
+        return shape_of(data)
+    if data.shape.rank is None:
+        raise DataMoveError(f"input has an unknown rank (shape {data.shape}): the rank must be known while tracing")
+    return tuple(data.shape.as_list())
+
+
 def _nd_args(input: Any, block_shape: Any, pairs_arg: Any,
              pairs_name: str) -> Tuple[Any, Tuple[int, ...], Tuple[int, ...], List[Tuple[int, int]]]:
     """Validate the ND ops' arguments; return (data, shape, block, pairs) with ``len(block) == M``."""
     data = as_array(input)
-    shape = shape_of(data)
+    shape = _shape(data)
     pairs, pairs_shape = _pairs(pairs_arg, pairs_name)
     if _is_scalar(block_shape):
         # TensorFlow's batch_to_space turns an int into [b, b]; here it is b for each of the M rows of crops/paddings.
@@ -125,7 +140,23 @@ def _core_vectors(rank: int, block: Tuple[int, ...],
 
 def _with_two_axes(data: Any, shape: Tuple[int, ...]) -> Tuple[Any, bool]:
     # The core ops need rank >= 2; TensorFlow allows [batch] alone (M = 0).
-    return (reshape(data, shape + (1,)), True) if len(shape) < 2 else (data, False)
+    if len(shape) >= 2:
+        return data, False
+    if libraries.tensorflow(data):
+        return _tf().expand_dims(data, -1), True
+    return reshape(data, shape + (1,)), True
+
+
+def _without_last_axis(result: Any) -> Any:
+    if libraries.tensorflow(result):
+        return _tf().squeeze(result, -1)
+    return reshape(result, shape_of(result)[:1])
+
+
+def _tf() -> Any:
+    import sys
+
+    return sys.modules["tensorflow"]  # a tensor of it is in hand
 
 
 @overload
@@ -206,19 +237,19 @@ def batch_to_space(input: Any, block_shape: Union[IntVector, SupportsIndex], cro
     (2, 3, 5, 7)
     """
     data, shape, block, crops_ = _nd_args(input, block_shape, crops, "crops")
-    if shape[0] % product(block):
+    if shape[0] is not None and shape[0] % product(block):
         raise DataMoveError(
             f"input.shape[0] = {shape[0]} (the batch) must be divisible by prod(block_shape) = {product(block)}"
         )
     for i, ((start, end), b) in enumerate(zip(crops_, block)):
-        if start + end > shape[i + 1] * b:
+        if shape[i + 1] is not None and start + end > shape[i + 1] * b:
             raise DataMoveError(
                 f"crops[{i}, 0] + crops[{i}, 1] = {start + end} exceeds "
                 f"input.shape[{i + 1}] * block_shape[{i}] = {shape[i + 1]} * {b} = {shape[i + 1] * b}"
             )
     data, flat = _with_two_axes(data, shape)
     result = ops.batch_to_space(data, *_core_vectors(max(len(shape), 2), block, crops_))
-    return reshape(result, shape_of(result)[:1]) if flat else result
+    return _without_last_axis(result) if flat else result
 
 
 @overload
@@ -295,6 +326,8 @@ def space_to_batch(input: Any, block_shape: Union[IntVector, SupportsIndex], pad
     """
     data, shape, block, paddings_ = _nd_args(input, block_shape, paddings, "paddings")
     for i, ((start, end), b) in enumerate(zip(paddings_, block)):
+        if shape[i + 1] is None:
+            continue
         padded = shape[i + 1] + start + end
         if padded % b:
             raise DataMoveError(
@@ -303,7 +336,7 @@ def space_to_batch(input: Any, block_shape: Union[IntVector, SupportsIndex], pad
             )
     data, flat = _with_two_axes(data, shape)
     result = ops.space_to_batch(data, *_core_vectors(max(len(shape), 2), block, paddings_))
-    return reshape(result, shape_of(result)[:1]) if flat else result
+    return _without_last_axis(result) if flat else result
 
 
 def _format(data_format: Any) -> TensorFlowDataFormat:
@@ -325,7 +358,7 @@ def _depth_args(input: Any, block_size: Any,
     data_format = _format(data_format)
     size = positive_int(block_size, "block_size", 2, " (TensorFlow's rule)")
     data = as_array(input)
-    shape = shape_of(data)
+    shape = _shape(data)
     if len(shape) != 4:
         raise DataMoveError(f"input must be 4-D ({data_format}), got rank {len(shape)}, shape {list(shape)}")
     return data, shape, size, data_format
@@ -407,7 +440,7 @@ def space_to_depth(input: Any, block_size: SupportsIndex, data_format: TensorFlo
         n, c, h, w = shape
         names = ("input.shape[2] = H", "input.shape[3] = W")
     for name, dim in zip(names, (h, w)):
-        if dim % size:
+        if dim is not None and dim % size:
             raise DataMoveError(f"{name} = {dim} must be divisible by block_size = {size} ({data_format})")
     return _in_format(ops.space_to_depth, data, size, data_format)
 
@@ -482,6 +515,9 @@ def depth_to_space(input: Any, block_size: SupportsIndex, data_format: TensorFlo
     else:
         n, c, h, w = shape
         name = "input.shape[1] = C"
-    if c % (size * size):
+    if c is not None and c % (size * size):
         raise DataMoveError(f"{name} = {c} must be divisible by block_size**2 = {size * size} ({data_format})")
     return _in_format(ops.depth_to_space, data, size, data_format)
+
+
+tensorflow_ops.as_python(batch_to_space, space_to_batch, space_to_depth, depth_to_space)
