@@ -9,10 +9,11 @@ allocating copy, ``clone``), and the peers that are installed: PyTorch eager
 ``pixel_unshuffle`` for depth_first, ``F.pad`` then the idiom for
 SpaceToBatch, the idiom then a slice for BatchToSpace's crops),
 ``torch.compile`` of the same function, the CuPy idiom and ``jax.jit`` of the
-``jnp`` idiom. Times are medians of CUDA-event timings (JAX: wall time to
-``block_until_ready``), and every figure is that median divided by the
-floor's. Every case's datamove result is also compared bit for bit with
-PyTorch eager's.
+``jnp`` idiom; and datamove on JAX arrays (``jax.jit`` of the op with
+``engine="pallas"``: the Pallas kernel at every size). Times are medians of
+CUDA-event timings (JAX: wall time to ``block_until_ready``), and every figure
+is that median divided by the floor's. Every case's datamove result (the JAX
+one too) is also compared bit for bit with PyTorch eager's.
 
 >>> [c.label for c in suite("quick")][:1]
 ['s2d [8,64,32,32] float32 blocks_first b2']
@@ -34,7 +35,7 @@ from .bench_common import Case, format_ratio
 
 __all__ = ["suite", "main"]
 
-GPU_PEERS = ("torch", "torch.compile", "cupy", "jax")
+GPU_PEERS = ("torch", "torch.compile", "cupy", "jax", "datamove jax")
 
 
 def suite(scale: str = "full") -> List[Case]:
@@ -189,14 +190,23 @@ def run_case(case: Case, peers: Sequence[str], repeats: int) -> Dict[str, Any]:
             row["cupy"] = _events(lambda: cupy.ascontiguousarray(fn(x)), repeats) / alloc_floor
         except ImportError:
             pass
-    if "jax" in peers and case.layout == "nchw" and case.dtype != "complex128":  # JAX has no complex128 without x64
+    jax_peers = {"jax", "datamove jax"} & set(peers)
+    if jax_peers and case.layout == "nchw" and case.dtype != "complex128":  # JAX has no complex128 without x64
         try:
             import jax
             import jax.numpy as jnp
 
             x = jax.device_put(jnp.asarray(data.cpu().numpy()))
-            fn = jax.jit(_idiom(jnp, case, lambda y, o: jnp.transpose(y, o), lambda x, lo, hi: jnp.pad(x, list(zip(lo, hi)))))
-            row["jax"] = _wall(lambda: fn(x).block_until_ready(), repeats) / alloc_floor
+            if "jax" in jax_peers:
+                fn = jax.jit(_idiom(jnp, case, lambda y, o: jnp.transpose(y, o), lambda x, lo, hi: jnp.pad(x, list(zip(lo, hi)))))
+                row["jax"] = _wall(lambda: fn(x).block_until_ready(), repeats) / alloc_floor
+            if "datamove jax" in jax_peers:  # the Pallas engine, forced: the kernel at every size
+                ours_jax = jax.jit(lambda y: op(y, *case.args, engine="pallas"))
+                got = ours_jax(x)
+                row["datamove jax"] = _wall(lambda: ours_jax(x).block_until_ready(), repeats) / alloc_floor
+                row["bit_equal"] = row["bit_equal"] and (
+                    jax.device_get(got).tobytes() == expected.contiguous().cpu().numpy().tobytes())
+                del got
             del x
         except ImportError:
             pass
