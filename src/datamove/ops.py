@@ -88,7 +88,9 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
         raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
     _require(mode=mode, block_size=block_size)
     shape = tuple(data.shape)
-    out_shape = _static(resolve(shape, mode, block_size, data_format))  # every rule, on the axes as given
+    traced = library == "torch" and arrays.compiling(data)
+    # every rule, on the axes as given; traced sizes stay symbolic (no out_shape): the channels-first op checks them
+    out_shape = () if traced else _static(resolve(shape, mode, block_size, data_format))
     rank = len(shape)
     first = (0, rank - 1, *range(1, rank - 1))  # channels-last -> channels-first, as a view
     if library == "numpy":
@@ -101,7 +103,7 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
         return out
     back = (0, *range(2, rank), 1)
     if library == "torch":
-        if out is None and not arrays.compiling(data) and not (data.requires_grad and _grad_enabled()):
+        if out is None and not traced and not (data.requires_grad and _grad_enabled()):
             import torch
 
             _check_size(out_shape, data.dtype)

@@ -10,7 +10,9 @@ standard ops (no custom domain), so any ONNX runtime runs it:
   (``DCR``: ONNX has no CRD ``SpaceToDepth``) for 4-D tensors of the types
   onnxruntime's kernels take (float16/32/64, int8, uint8), the spec's
   ``Reshape`` / ``Transpose`` / ``Reshape`` for every other case and rank,
-  with ``Pad`` before SpaceToBatch and ``Slice`` after BatchToSpace. They
+  with ``Pad`` before SpaceToBatch and ``Slice`` after BatchToSpace; a size
+  the export leaves dynamic (``dynamic_shapes``, any dim) is read by ``Shape``
+  when the model runs, so the reshapes take any size. They
   join the exporter's function library (onnxscript's torch_lib) when
   ``torch.ops.datamove`` is defined, or when onnxscript loads after that
   (:func:`register`); :func:`datamove.torch_ops.translation_table` gives
@@ -18,7 +20,9 @@ standard ops (no custom domain), so any ONNX runtime runs it:
   they joined records PyTorch's ops instead, as the TorchScript exporter does.
 - ``dynamo=False`` (the TorchScript exporter, and ``torch.jit.trace``): a
   traced call is recorded as PyTorch's own ops, :func:`traced`, the same
-  formula (``datamove.formulas``); shapes are recorded as constants.
+  formula (``datamove.formulas``), with the shape arithmetic recorded on the
+  traced sizes (so ``dynamic_axes`` on any dim gives ``Shape``-driven
+  reshapes).
 
 The translations are written for ONNX opset 18, the exporter's own; it
 converts the model to the ``opset_version`` asked for.
@@ -39,14 +43,15 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.util
-import math
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import formulas, opset
-from .errors import DataMoveError
+
+if TYPE_CHECKING:  # onnxscript's tensor type, which _add_to_torch_lib names at run time, when onnxscript is loaded
+    TTensor = Any
 
 __all__ = ["tracing", "traced", "TRANSLATIONS", "register", "ready", "exporting"]
 
@@ -66,9 +71,11 @@ def tracing() -> bool:
 def traced(op: str, args: Tuple[Any, ...], data: Any, out: Optional[Any] = None) -> Any:
     """``op`` on ``data`` as PyTorch ops that a trace records (pad, reshape, permute, reshape, slice).
 
-    The TorchScript exporter hands sizes over as 0-d tensors while it traces:
-    they are read as ints (the trace holds them as constants) and the call is
-    validated by :mod:`datamove.shapes` as any other.
+    The call is validated by :mod:`datamove.shapes` on the example's sizes,
+    as any other; the steps are then computed from ``data.shape`` as the
+    trace gives it (sizes that it records, ``aten::size``), never from ints,
+    so the trace holds the shape arithmetic and runs at other sizes (and the
+    TorchScript exporter writes ``Shape``-driven ONNX).
     """
     import torch
     from torch.jit._trace import TracerWarning
@@ -77,15 +84,15 @@ def traced(op: str, args: Tuple[Any, ...], data: Any, out: Optional[Any] = None)
         warnings.simplefilter("ignore", TracerWarning)
         shape = tuple(int(d) for d in data.shape)
     params = opset.OPS[op].resolve(shape, *args).params
-    s = formulas.steps(op, params, shape)
+    s = formulas.steps(op, params, tuple(data.shape))
     x = data
     if s.pads is not None:
         begin, end = s.pads
         x = torch.nn.functional.pad(x, [w for i in reversed(range(len(shape))) for w in (begin[i], end[i])])
     x = x.reshape(s.split).permute(s.perm).reshape(s.merged)
-    if s.crops is not None:
-        x = x[tuple(slice(b, n - e) if b or e else slice(None) for n, b, e in zip(s.merged, *s.crops))]
-    if s.moves_nothing:
+    if s.crops is not None:  # ends counted from the end: no size needed
+        x = x[tuple(slice(b, -e if e else None) for b, e in zip(*s.crops))]
+    if formulas.steps(op, params, shape).moves_nothing:
         x = x.clone()  # the reshapes were views of ``data``
     if out is None:
         return x
@@ -106,43 +113,66 @@ def _ints(op: Any, values: Sequence[int]) -> Any:
     return op.Constant(value_ints=[int(v) for v in values])
 
 
-def _static(name: str, data: Any, batch_free: bool) -> Tuple[Tuple[int, ...], bool]:
-    """``data``'s shape as ints and whether its batch dim is dynamic (then given as 0 in the shape)."""
-    dims = list(data.shape)
-    dynamic_batch = bool(dims) and not isinstance(dims[0], int)
-    if any(not isinstance(d, int) for d in dims[1:]) or (dynamic_batch and not batch_free):
-        raise DataMoveError(
-            f"datamove's ONNX translation of {name} needs static sizes (a dynamic batch only where it stays the "
-            f"batch), got shape {[d if isinstance(d, int) else str(d) for d in dims]}"
-        )
-    if dynamic_batch:
-        dims[0] = 0
-    return tuple(dims), dynamic_batch
+class _Size:
+    """A size known only when the ONNX model runs: a 1-element int64 tensor of the graph, with the arithmetic
+    :func:`datamove.formulas.steps` does on sizes (``*``, ``//``, ``+``, ``-`` with ints and each other)."""
+
+    def __init__(self, op: Any, value: Any) -> None:
+        self.op, self.value = op, value
+
+    def _of(self, other: Any) -> Any:
+        return other.value if isinstance(other, _Size) else _ints(self.op, [other])
+
+    def __mul__(self, other: Any) -> "_Size":
+        return _Size(self.op, self.op.Mul(self.value, self._of(other)))
+
+    __rmul__ = __mul__
+
+    def __add__(self, other: Any) -> "_Size":
+        return _Size(self.op, self.op.Add(self.value, self._of(other)))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> "_Size":
+        return _Size(self.op, self.op.Sub(self.value, self._of(other)))
+
+    def __floordiv__(self, other: Any) -> "_Size":  # sizes are >= 0: Div's truncation is floor division
+        return _Size(self.op, self.op.Div(self.value, self._of(other)))
+
+
+def _dims(op: Any, data: Any) -> Tuple[Any, ...]:
+    """``data``'s shape: an int where the export knows the size, else a :class:`_Size` read by ``Shape``."""
+    return tuple(d if isinstance(d, int) else _Size(op, op.Shape(data, start=i, end=i + 1))
+                 for i, d in enumerate(data.shape))
+
+
+def _shape(op: Any, dims: Sequence[Any]) -> Any:
+    """A shape operand for ``Reshape``: a constant when every size is known, else the sizes concatenated."""
+    if all(isinstance(d, int) for d in dims):
+        return _ints(op, dims)
+    pieces: List[Any] = []
+    for d in dims:
+        if isinstance(d, _Size):
+            pieces.append(d.value)
+        elif pieces and isinstance(pieces[-1], list):
+            pieces[-1].append(d)
+        else:
+            pieces.append([d])
+    return op.Concat(*[_ints(op, p) if isinstance(p, list) else p for p in pieces], axis=0)
 
 
 def _formula(op: Any, name: str, params: Dict[str, Any], data: Any) -> Any:
-    """``Pad`` / ``Reshape`` / ``Transpose`` / ``Reshape`` / ``Slice``, the steps of :mod:`datamove.formulas`."""
-    margins = opset.OPS[name].margins
-    blocks = 1 if margins is None else math.prod(int(b) for b in params["block_shape"])
-    batch_free = margins is None or not (params[margins[0]][0] or params[margins[1]][0])
-    shape, dynamic = _static(name, data, batch_free)
-    if dynamic:  # the steps with a stand-in batch that every rule accepts, then the batch entries made relative
-        shape = (blocks if name == "batch_to_space" else 1,) + shape[1:]
-    s = formulas.steps(name, params, shape)
-    split, merged = list(s.split), list(s.merged)
-    if dynamic:
-        # Reshape's 0 copies the input's dim (the batch stays axis 0); -1 is the one dim left to infer
-        if name == "batch_to_space":
-            split[len(shape) - 1] = -1  # the new batch, after the block axes
-            merged[0] = -1
-        elif name == "space_to_batch":
-            split[0], merged[0] = 0, -1
-        else:
-            split[0] = merged[0] = 0
+    """``Pad`` / ``Reshape`` / ``Transpose`` / ``Reshape`` / ``Slice``, the steps of :mod:`datamove.formulas`.
+
+    A size the export left dynamic enters the steps as a :class:`_Size`, so
+    the shapes of the reshapes are computed from ``Shape`` when the model
+    runs, and no size is baked in.
+    """
+    s = formulas.steps(name, params, _dims(op, data))
     x = data
     if s.pads is not None:
         x = op.Pad(x, _ints(op, s.pads[0] + s.pads[1]))
-    x = op.Reshape(op.Transpose(op.Reshape(x, _ints(op, split)), perm=list(s.perm)), _ints(op, merged))
+    x = op.Reshape(op.Transpose(op.Reshape(x, _shape(op, s.split)), perm=list(s.perm)), _shape(op, s.merged))
     if s.crops is not None:
         axes = [i for i, (b, e) in enumerate(zip(*s.crops)) if b or e]
         begin, end = s.crops
@@ -159,25 +189,25 @@ def _native(data: Any) -> bool:
     return len(data.shape) == 4 and getattr(data.dtype, "name", None) in _NATIVE_DTYPES
 
 
-def _depth_to_space(data: Any, mode: str, block_size: int) -> Any:
+def _depth_to_space(data: TTensor, mode: str, block_size: int) -> TTensor:
     op = _op()
     if _native(data):
         return op.DepthToSpace(data, blocksize=int(block_size), mode="DCR" if mode == "blocks_first" else "CRD")
     return _formula(op, "depth_to_space", {"mode": mode, "block_size": block_size}, data)
 
 
-def _space_to_depth(data: Any, mode: str, block_size: int) -> Any:
+def _space_to_depth(data: TTensor, mode: str, block_size: int) -> TTensor:
     op = _op()
     if mode == "blocks_first" and _native(data):
         return op.SpaceToDepth(data, blocksize=int(block_size))
     return _formula(op, "space_to_depth", {"mode": mode, "block_size": block_size}, data)
 
 
-def _batch_to_space(data: Any, block_shape: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> Any:
+def _batch_to_space(data: TTensor, block_shape: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> TTensor:
     return _formula(_op(), "batch_to_space", opset.OPS["batch_to_space"].kwargs((block_shape, begin, end)), data)
 
 
-def _space_to_batch(data: Any, block_shape: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> Any:
+def _space_to_batch(data: TTensor, block_shape: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> TTensor:
     return _formula(_op(), "space_to_batch", opset.OPS["space_to_batch"].kwargs((block_shape, begin, end)), data)
 
 
@@ -228,6 +258,12 @@ def _add_to_torch_lib() -> None:
             from onnxscript.function_libs.torch_lib.registration import torch_op
         except ImportError:  # an onnxscript without torch_lib: custom_translation_table=torch_ops.translation_table()
             return
+        # onnxscript evaluates the translations' annotations in this module's globals (an ERROR on stderr for
+        # each it does not know): its tensor type is named here only now, as importing it costs an import
+        # of onnxscript that a process which never exports should not pay
+        from onnxscript.function_libs.torch_lib.tensor_typing import TTensor
+
+        globals()["TTensor"] = TTensor
         for name, function in TRANSLATIONS.items():
             torch_op(f"datamove::{name}", trace_only=True)(function)
         _REGISTERED.set()

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import opset
+from . import formulas, opset
 from .engines import torch_layout
 
 __all__ = ["custom_ops", "custom_op_args", "op_args", "op_params", "set_body", "translation_table"]
@@ -76,30 +76,64 @@ def _out_shape(op: str, args: Tuple[Any, ...], shape: Tuple[Any, ...]) -> Tuple[
 
 
 def fake_shape(op: str, args: Tuple[Any, ...], shape: Tuple[Any, ...]) -> Tuple[Any, ...]:
-    """The output shape for ``torch.compile``/``torch.export``, where the batch may be symbolic (a dynamic dim).
+    """The output shape for ``torch.compile``/``torch.export``, where any dim may be symbolic (a ``torch.SymInt``).
 
-    A symbolic batch is kept symbolic: the rules are checked on the other dims
-    with a stand-in batch, and the batch's own rule (BatchToSpace: divisible by
-    the block count) becomes a ``torch._check``, not a guard that would fix it.
+    The call is validated by the shape rule on the example's sizes (the
+    symbols' hints: the operation's own ``DataMoveError``, and no guard),
+    then the output is computed with the sizes as values
+    (:func:`datamove.formulas.steps`), so every symbolic dim stays symbolic,
+    never specialized to the example's size. The rules on symbolic dims are
+    checked where the op runs: divisibility by the op's body (the eager call,
+    with its ``DataMoveError``), not by a guard, so ``torch.export`` takes a
+    plain ``Dim`` on any dim (a guard ``H % 2 == 0`` would ask for
+    ``2 * Dim(...)``); BatchToSpace's crops, which decide whether the output
+    size is negative, by a ``torch._check`` (a guard under ``torch.compile``,
+    a run-time assertion in an exported program).
     """
     import torch
 
-    entry = opset.OPS[op]
-    params = op_params(op, args)
-    batch = shape[0] if shape else None
-    margins = entry.margins
-    if (not isinstance(batch, torch.SymInt) or any(isinstance(d, torch.SymInt) for d in shape[1:])
-            or (margins is not None and (params[margins[0]][0] or params[margins[1]][0]))):
+    if not any(isinstance(d, torch.SymInt) for d in shape):
         return _out_shape(op, args, shape)
-    blocks = math.prod(params["block_shape"]) if margins is not None else 1
-    out = list(_out_shape(op, args, (blocks if op == "batch_to_space" else 1,) + tuple(shape[1:])))
+    params = op_params(op, args)
+    _out_shape(op, args, tuple(_example(op, params, shape, i) for i in range(len(shape))))
+    for condition, message in _crop_rules(op, params, shape):
+        if isinstance(condition, torch.SymBool):
+            torch._check(condition, message)  # type: ignore[no-untyped-call]  # PyTorch leaves it unannotated
+    return tuple(formulas.steps(op, params, shape).out_shape)
+
+
+def _example(op: str, params: Dict[str, Any], shape: Tuple[Any, ...], axis: int) -> int:
+    """Dim ``axis`` of ``shape`` as an int: its hint (the example's size), or, for a size with none (data
+    dependent), the least one that every rule accepts."""
+    d = shape[axis]
+    hint = getattr(getattr(d, "node", None), "hint", d)
+    if hint is not None:
+        return int(hint)
+    if op == "space_to_depth":
+        return int(params["block_size"]) if axis >= 2 else 1
+    if op == "depth_to_space":
+        return int(params["block_size"]) ** (len(shape) - 2) if axis == 1 else 1
+    blocks = params["block_shape"]
     if op == "batch_to_space":
-        torch._check(  # type: ignore[no-untyped-call]  # PyTorch leaves it unannotated
-            batch % blocks == 0, lambda: f"batch_to_space: the batch must be divisible by {blocks}")
-        out[0] = batch // blocks
-    else:
-        out[0] = batch * blocks
-    return tuple(out)
+        if axis == 0:
+            return int(math.prod(blocks))
+        return int(-(-(params["crops_begin"][axis] + params["crops_end"][axis]) // blocks[axis]))
+    return int(-(params["pads_begin"][axis] + params["pads_end"][axis]) % blocks[axis])
+
+
+def _crop_rules(op: str, params: Dict[str, Any], shape: Tuple[Any, ...]) -> List[Tuple[Any, Callable[[], str]]]:
+    """BatchToSpace's rule that a crop fits (the output size is not negative), per axis, as ``(condition,
+    message)``: a bool, or a ``torch.SymBool`` for a symbolic dim."""
+    if op != "batch_to_space":
+        return []
+    block, begin, end = params["block_shape"], params["crops_begin"], params["crops_end"]
+    return [(shape[i] * block[i] >= begin[i] + end[i], _crop_message(i, begin[i] + end[i]))
+            for i in range(1, len(shape)) if begin[i] + end[i]]
+
+
+def _crop_message(axis: int, crop: int) -> Callable[[], str]:
+    return lambda: (f"batch_to_space: crops_begin[{axis}] + crops_end[{axis}] = {crop} exceeds "
+                    f"data.shape[{axis}] * block_shape[{axis}]")
 
 
 def custom_ops() -> Dict[str, Any]:
