@@ -120,7 +120,7 @@ def test_data_errors():
 
 def test_engine_errors():
     x = np.zeros((1, 4, 2, 2))
-    with pytest.raises(DataMoveError, match=re.escape("engine must be 'auto' or one of ['numpy', 'native', 'array_api', 'triton'], got 'cuda'")):
+    with pytest.raises(DataMoveError, match=re.escape("engine must be 'auto' or one of ['numpy', 'native', 'array_api', 'triton', 'pallas'], got 'cuda'")):
         dm.depth_to_space(x, "blocks_first", 2, engine="cuda")
     with pytest.raises(TypeError, match="engine must be a string"):
         dm.depth_to_space(x, "blocks_first", 2, engine=None)
