@@ -373,3 +373,18 @@ def test_cupy_matches_cpu():
         got = getattr(dm, op)(c, *args)
         assert isinstance(got, cupy.ndarray) and got.device == c.device
         same_bits(cupy.asnumpy(got), getattr(dm, op)(x, *args))
+
+
+def test_a_traced_parameter_says_to_make_it_static():
+    """Under jax.jit a parameter passed as an argument is a tracer: the message says how to make it static."""
+    jax = pytest.importorskip("jax")
+    x = jax.numpy.zeros((1, 2, 4, 4))
+    static = "make it static (jax.jit(f, static_argnums=...) or static_argnames=...), or close over it"
+    with pytest.raises(TypeError, match=re.escape("block_size must be an integer, got DynamicJaxprTracer")) as info:
+        jax.jit(lambda x, b: dm.space_to_depth(x, "blocks_first", b))(x, 2)
+    assert static in str(info.value)
+    with pytest.raises(TypeError, match=re.escape("block_shape must be integers known while tracing")) as info:
+        jax.jit(lambda x, b: dm.space_to_batch(x, b, [0] * 4, [0] * 4))(x, jax.numpy.array([1, 1, 2, 2]))
+    assert static in str(info.value)
+    ok = jax.jit(lambda x, b: dm.space_to_depth(x, "blocks_first", b), static_argnums=1)(x, 2)
+    assert ok.shape == (1, 8, 2, 2)
