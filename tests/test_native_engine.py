@@ -275,7 +275,7 @@ def test_register_streams_take_16_byte_scatters_and_a_few_staged_steps(block):
     addresses = (native_engine._address(data), native_engine._address(out))
     assert core.streams(program, addresses[1], True)
     with _threads(2):
-        core.run(program, *addresses, dm.get_num_threads(), 1)
+        core.run(program, data, out, dm.get_num_threads(), 1)
     assert same_bits(out, expected)
 
 
@@ -683,6 +683,7 @@ def test_first_calls_from_many_threads_and_a_fork_while_the_pool_grows():
     code = (
         "import os, threading, numpy as np, datamove as dm\n"
         "from datamove.engines import native_engine\n"
+        "dm.set_num_threads(12)\n"  # (DATAMOVE_NUM_THREADS is capped to the usable cores)
         "x = np.random.default_rng(4).standard_normal((4, 16, 300, 256)).astype(np.float32)\n"
         + _FOUR_CALLS +
         "expected = [op(x, *args, engine='numpy') for op, args in calls]\n"
@@ -707,7 +708,7 @@ def test_first_calls_from_many_threads_and_a_fork_while_the_pool_grows():
         "_, status = os.waitpid(pid, 0)\n"
         "print(os.waitstatus_to_exitcode(status))\n"
     )
-    assert _child(code, env={**os.environ, "DATAMOVE_NUM_THREADS": "12"}, timeout=300).strip() == "0"
+    assert _child(code, timeout=300).strip() == "0"
 
 def test_streamed_calls_from_a_thread_with_the_smallest_stack():
     """Python lets a thread have a 32 KiB stack (threading.stack_size); the core's streamed tiles keep their
@@ -751,11 +752,40 @@ def test_num_threads_setting_and_environment():
     env = {k: v for k, v in os.environ.items() if k != "DATAMOVE_NUM_THREADS"}
     got, cores = _child(code, env=env).split()
     assert got == cores  # the default: the cores this process may use
-    got = _child(code, env={**env, "DATAMOVE_NUM_THREADS": "5"}).split()[0]
-    assert got == "5"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**env, "DATAMOVE_NUM_THREADS": "many"})
-    assert "DATAMOVE_NUM_THREADS must be an integer from 1 to 1024, got 'many'" in result.stderr
+    got = _child(code, env={**env, "DATAMOVE_NUM_THREADS": " 1 "}).split()[0]
+    assert got == "1"
+    # a count over the usable cores is capped to them (more threads than cores only cost)
+    assert _child(code, env={**env, "DATAMOVE_NUM_THREADS": "1024"}).split() == [cores, cores]
+
+
+# Not a thread count: ignored with a warning, the default kept, for every call alike.
+BAD_THREAD_COUNTS = ["0", "-1", "abc", "99999", "4.0", "1_000", "+2", "\u0663", "1025", "0x4", "many"]
+
+
+@pytest.mark.parametrize("value", BAD_THREAD_COUNTS)
+def test_a_bad_thread_count_in_the_environment_is_refused_once_for_every_call(value):
+    """DATAMOVE_NUM_THREADS is read once, at import: a value that is not plain decimal digits from 1 to
+    1024 gives one RuntimeWarning naming it and the default (the usable cores), and small calls (the NumPy
+    engine) and large ones (the compiled core) both work; before, the large ones raised and the small ones
+    did not."""
+    code = (
+        "import os, warnings, numpy as np\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import datamove as dm\n"
+        "small = dm.space_to_depth(np.ones((1, 1, 4, 4)), 'blocks_first', 2)\n"
+        "large = dm.space_to_depth(np.ones((2, 16, 256, 256)), 'blocks_first', 2)\n"
+        "print(small.shape == (1, 4, 2, 2) and large.shape == (2, 64, 128, 128), dm.get_num_threads(),\n"
+        "      len(os.sched_getaffinity(0)), [str(w.message) for w in caught if w.category is RuntimeWarning])\n"
+    )
+    env = {**os.environ, "DATAMOVE_NUM_THREADS": value, "PYTHONIOENCODING": "utf-8"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                            encoding="utf-8")
+    assert result.returncode == 0, result.stderr
+    ok, threads, cores, rest = result.stdout.split(" ", 3)
+    assert ok == "True" and threads == cores
+    assert rest.count("DATAMOVE_NUM_THREADS must be plain decimal digits from 1 to 1024") == 1, rest
+    assert repr(value) in rest, rest
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
@@ -784,18 +814,17 @@ def test_a_missing_core_is_a_clear_error_not_a_slow_fallback():
 def test_malformed_programs_are_refused():
     core = native_engine.core()
     buffer = np.zeros(4, np.uint8)
-    address = buffer.__array_interface__["data"][0]
     step = [0, 1, 0, 0, 0, 0, 0, 2, 1, 0, 0, 4, 1, 1]
     good = np.array([1] + step, np.int64).tobytes()
-    core.run(good, address, address, 1, False)
+    core.run(good, buffer, buffer, 1, False)
     gather = [1, 1, 2, 0, 0, 0, 0, 2, 2, 1, 1, 1, 2, 1]  # GATHER<2>: two rows of one word
-    core.run(np.array([1] + gather, np.int64).tobytes(), address, address, 1, False)
+    core.run(np.array([1] + gather, np.int64).tobytes(), buffer, buffer, 1, False)
     for bad in ([], [2] + step, [1] + step[:-1], [1] + step[:1] + [3] + step[2:], [1] + [9] + step[1:],
                 [1] + [1, 1, 7] + step[3:], [1] + step[:7] + [300] + step[8:], [-1],
                 [1] + gather[:3] + [3] + gather[4:], [1] + gather[:3] + [-1] + gather[4:],  # rows in groups of 3 of 2
                 [1] + step[:1] + [64] + step[2:], [1] + gather[:1] + [128] + gather[2:], [1] + step[:1] + [256] + step[2:]):
         with pytest.raises(ValueError, match="malformed program"):
-            core.run(np.array(bad, np.int64).tobytes(), address, address, 1, False)
+            core.run(np.array(bad, np.int64).tobytes(), buffer, buffer, 1, False)
 
 
 def test_units_programs_with_their_tables():
@@ -810,7 +839,7 @@ def test_units_programs_with_their_tables():
     step = [7, 4, 0, 0, 0, 0, 1, 3, 2, 2, 2, 2, 0, 4, 2, 0, 1, 1, zero, 0, 1]
     for stream in (0, 2):
         dst[:] = -1
-        core.run(np.array([1] + step, np.int64).tobytes(), at(src), at(dst), 1, stream)
+        core.run(np.array([1] + step, np.int64).tobytes(), src, dst, 1, stream)
         assert dst.tolist() == [-1, 2, 0, 4, 0, 1, 2, 3, 4, -1]
     bad = [step[:-1], step[:7] + [2] + step[8:14] + step[17:],  # the tables cut short; two loops
            step[:1] + [2] + step[2:], step[:1] + [16] + step[2:],  # words of 2 and 16 bytes
@@ -822,7 +851,7 @@ def test_units_programs_with_their_tables():
            step[:17] + [-(2**63)] + step[18:], step[:9] + [2**62] + step[10:]]  # the farthest offset; a unit's step
     for program in bad:
         with pytest.raises(ValueError, match="malformed program"):
-            core.run(np.array([1] + program, np.int64).tobytes(), at(src), at(dst), 1, 0)
+            core.run(np.array([1] + program, np.int64).tobytes(), src, dst, 1, 0)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.complex128])
@@ -843,9 +872,9 @@ def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 4]), True),  # scatter windows
         ("batch_to_space", (4, 3, 4, words // 2 + 2), ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 3]),
          np.dtype(dtype).itemsize >= 4),  # odd rows: 4-byte multiples only for items of 4 bytes or more
-        # 4-item rows: a line, or (AVX-512F) 16-byte rows gathered a line at a time from a table (table_lines)
-        ("space_to_depth", (2, 16, 8, 8), ("depth_first", 2),
-         np.dtype(dtype).itemsize == 16 or (bool(core.WHOLE_LINES) and np.dtype(dtype).itemsize == 4)),
+        # 4-item rows: a line, or 16-byte rows of 4-byte words from a table, on every CPU (table_of takes rows
+        # under 64 bytes with AVX-512F, table_lines; under 24 without, table_words)
+        ("space_to_depth", (2, 16, 8, 8), ("depth_first", 2), np.dtype(dtype).itemsize in (4, 16)),
     ]
     for op, shape, args, whole in cases:
         data = random_array(shape, np.dtype(dtype), rng)
@@ -1750,7 +1779,7 @@ _PATTERN = native_engine._PATTERNS
 def _run_and_compare(core, program, src, raw, expected, threads, label):
     for stream in (0, 1, 2):  # plain; streamed where every step streams from registers; streamed
         raw[...] = 0
-        core.run(program, native_engine._address(src), native_engine._address(raw), threads, stream)
+        core.run(program, src, raw, threads, stream)
         assert np.array_equal(raw, expected), (label, stream)
 
 
@@ -2468,7 +2497,7 @@ def test_register_streams_take_windows_of_wide_pixels_with_long_rows(width, stre
     addresses = (native_engine._address(data), native_engine._address(out))
     assert core.streams(program, addresses[1], True) == (streamed and core.streams(program, addresses[1]))
     with _threads(2):
-        core.run(program, *addresses, dm.get_num_threads(), 1)
+        core.run(program, data, out, dm.get_num_threads(), 1)
     assert same_bits(out, expected)
 
 

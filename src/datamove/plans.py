@@ -27,7 +27,10 @@ import math
 from functools import lru_cache
 from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-__all__ = ["View", "Window", "Plan", "batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
+from .errors import DataMoveError
+
+__all__ = ["View", "Window", "Plan", "check_arrays", "batch_to_space", "space_to_batch", "space_to_depth",
+           "depth_to_space"]
 
 
 class View(NamedTuple):
@@ -79,6 +82,26 @@ class Plan(NamedTuple):
     # small images): ``("space_to_batch", block_shape, pads_begin, pads_end)`` or ``("batch_to_space",
     # block_shape, crops_begin, crops_end)``; empty for the others.
     source: Tuple[Any, ...] = ()
+    # The input's shape the plan was made for (engines check that the arrays they are given match it).
+    in_shape: Tuple[int, ...] = ()
+
+
+def check_arrays(plan: Plan, data: Any, out: Any) -> None:
+    """Refuse arrays that ``plan`` was not made for: the engines that execute plans over raw memory
+    (strided views, the compiled core) would otherwise read or write past them.
+
+    >>> import numpy as np
+    >>> plan = space_to_depth((1, 1, 4), (1, 2, 2), "blocks_first", 2)
+    >>> check_arrays(plan, np.zeros((1, 1, 4)), np.zeros((1, 2, 2)))
+    >>> check_arrays(plan, np.zeros((1, 1, 6)), np.zeros((1, 2, 2)))
+    Traceback (most recent call last):
+        ...
+    datamove.errors.DataMoveError: a plan for input (1, 1, 4) and output (1, 2, 2) cannot run on data of shape (1, 1, 6) (float64) into out of shape (1, 2, 2) (float64)
+    """
+    if data.shape != plan.in_shape or out.shape != plan.out_shape or out.dtype.itemsize != data.dtype.itemsize:
+        raise DataMoveError(
+            f"a plan for input {plan.in_shape} and output {plan.out_shape} cannot run on data of shape "
+            f"{data.shape} ({data.dtype}) into out of shape {out.shape} ({out.dtype})")
 
 
 class _Piece(NamedTuple):
@@ -197,7 +220,7 @@ def batch_to_space(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], bloc
     )
     windows, _ = _windows(len(out_shape), batch, block_shape, pieces, region, data_shape[1:], "dst")
     return Plan(tuple(out_shape), copies, (), windows, (),
-                ("batch_to_space", tuple(block_shape), tuple(crops_begin), tuple(crops_end)))
+                ("batch_to_space", tuple(block_shape), tuple(crops_begin), tuple(crops_end)), tuple(data_shape))
 
 
 @lru_cache(maxsize=256)
@@ -245,7 +268,7 @@ def space_to_batch(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], bloc
     # of the other axes, those whose slab leaves the window axis whole.
     window_fills = tuple(f for f, axis in zip(fills, fill_axes) if axis != window_axis) if windows else ()
     return Plan(tuple(out_shape), copies, tuple(fills), windows, window_fills,
-                ("space_to_batch", tuple(block_shape), tuple(pads_begin), tuple(pads_end)))
+                ("space_to_batch", tuple(block_shape), tuple(pads_begin), tuple(pads_end)), tuple(data_shape))
 
 
 def _depth_views(space_shape: Tuple[int, ...], depth_shape: Tuple[int, ...], mode: str,
@@ -287,11 +310,11 @@ def _depth_views(space_shape: Tuple[int, ...], depth_shape: Tuple[int, ...], mod
 def space_to_depth(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], mode: str, block_size: int) -> Plan:
     """Plan of SpaceToDepth-1: one copy, input split ``D_i -> (q_i, b_i)``, output depth split by mode."""
     views = _depth_views(data_shape, out_shape, mode, block_size)
-    return Plan(tuple(out_shape), () if views is None else (views,), ())
+    return Plan(tuple(out_shape), () if views is None else (views,), (), in_shape=tuple(data_shape))
 
 
 @lru_cache(maxsize=256)
 def depth_to_space(data_shape: Tuple[int, ...], out_shape: Tuple[int, ...], mode: str, block_size: int) -> Plan:
     """Plan of DepthToSpace-1: the inverse of :func:`space_to_depth`, same views swapped."""
     views = _depth_views(out_shape, data_shape, mode, block_size)
-    return Plan(tuple(out_shape), () if views is None else ((views[1], views[0]),), ())
+    return Plan(tuple(out_shape), () if views is None else ((views[1], views[0]),), (), in_shape=tuple(data_shape))

@@ -21,7 +21,12 @@
 //
 // with starts and strides in words from each array's lowest address. The last
 // two loops are the tile (loop 1, loop 0); the loops before them are the rows,
-// which the threads share. The tiles (see datamove.engines.native_engine):
+// which the threads share. The core trusts no program: parse refuses any step
+// whose words, as its kernels read and write them, reach outside either
+// array (run takes the arrays themselves and reads their extents from the
+// buffer protocol), any tile whose loops are not the shape its kernels assume,
+// and any count, stride or cost that would overflow. The tiles (see
+// datamove.engines.native_engine):
 //
 //   CONTIGUOUS   loop 0 contiguous on both sides: a memcpy per row
 //   GATHER<B>    loop 1 = (B, 1, d1), loop 0 = (n, B, 1): B output rows from one input run

@@ -7,8 +7,10 @@
 
 namespace dm {
 
-// The steps of a program (see common.hpp), their output bytes in `total`; false where it is malformed.
-bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total);
+// The steps of a program (see common.hpp), their output bytes in `total`; false where it is malformed or
+// where a step would read outside src's first `src_bytes` or write outside dst's first `dst_bytes` (from
+// each array's lowest address).
+bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total, int64_t src_bytes, int64_t dst_bytes);
 // Whether a program streams (its steps' nt set): `registers`, only if every step streams from registers.
 bool streams(Step* steps, int nsteps, const char* dst, bool registers = false);
 // Steps that together fill dense units of output of up to kMergedWords words, a unit under each index of
@@ -40,6 +42,9 @@ struct Job {
 
 // Runs a job on up to `threads` threads (the caller's and the pool's), each step's rows shared out.
 void run_job(Job& job, int threads);
+// Registers the pool's fork handler: once, when the module loads, before any job can hold the pool's
+// lock (false where it cannot be registered: then every job runs on the caller's thread alone).
+bool init_pool();
 // The pool's started worker threads in this process (0 in a new fork).
 int pool_workers();
 

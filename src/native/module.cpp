@@ -9,44 +9,76 @@ namespace {
 
 using namespace dm;
 
+// An array's lowest address (its data pointer moved back along negative strides) and its extent: the
+// bytes from there to the end of its highest item (0 for an empty array).
+struct Extent {
+    char* low;
+    int64_t bytes;
+};
+
+Extent extent_of(const Py_buffer& view) {
+    char* low = static_cast<char*>(view.buf);
+    int64_t bytes = view.itemsize;
+    bool empty = false;
+    for (int k = 0; k < view.ndim; ++k) {
+        empty = empty || view.shape[k] == 0;
+        const int64_t far = view.shape[k] > 0 ? (view.shape[k] - 1) * (int64_t)view.strides[k] : 0;
+        if (far < 0) low += far;
+        bytes += far < 0 ? -far : far;
+    }
+    return Extent{low, empty ? 0 : bytes};
+}
+
+PyObject* malformed() {
+    PyErr_SetString(PyExc_ValueError, "datamove._native.run: a malformed program, or one reaching outside its arrays");
+    return nullptr;
+}
+
 PyObject* py_run(PyObject*, PyObject* args) {
-    Py_buffer program;
-    unsigned long long src, dst;
+    Py_buffer program, src_view, dst_view;
+    PyObject *src_array, *dst_array;
     int threads, stream;  // stream: 0 plain, 1 where every step streams from registers, 2 where the steps can
-    if (!PyArg_ParseTuple(args, "y*KKii", &program, &src, &dst, &threads, &stream)) return nullptr;
-    const int64_t* p = static_cast<const int64_t*>(program.buf);
-    const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
-    if (n < 1 || p[0] < 0 || p[0] > kMaxSteps) {
+    if (!PyArg_ParseTuple(args, "y*OOii", &program, &src_array, &dst_array, &threads, &stream)) return nullptr;
+    if (PyObject_GetBuffer(src_array, &src_view, PyBUF_STRIDES) != 0) {
         PyBuffer_Release(&program);
-        PyErr_SetString(PyExc_ValueError, "datamove._native.run: a malformed program");
         return nullptr;
     }
+    if (PyObject_GetBuffer(dst_array, &dst_view, PyBUF_STRIDES | PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&src_view);
+        PyBuffer_Release(&program);
+        return nullptr;
+    }
+    // (the views are held until the run ends: no array can be resized or freed under it)
+    struct Release {
+        Py_buffer *a, *b, *c;
+        ~Release() { PyBuffer_Release(a), PyBuffer_Release(b), PyBuffer_Release(c); }
+    } release{&program, &src_view, &dst_view};
+    const Extent src = extent_of(src_view), dst = extent_of(dst_view);
+    const int64_t* p = static_cast<const int64_t*>(program.buf);
+    const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
+    if (n < 1 || p[0] < 0 || p[0] > kMaxSteps) return malformed();
     int nsteps = (int)p[0];
     Step* steps = new (std::nothrow) Step[nsteps ? nsteps : 1];
+    if (steps == nullptr) return PyErr_NoMemory();
     int64_t total = 0;
     Table* table = nullptr;
-    if (steps == nullptr || !parse(p, n, steps, nsteps, &total)) {
+    if (!parse(p, n, steps, nsteps, &total, src.bytes, dst.bytes)) {
         delete[] steps;
-        PyBuffer_Release(&program);
-        if (steps == nullptr) return PyErr_NoMemory();
-        PyErr_SetString(PyExc_ValueError, "datamove._native.run: a malformed program");
-        return nullptr;
+        return malformed();
     }
     if (!given_tables(steps, nsteps)) {
         free_given_tables(steps, nsteps);
         delete[] steps;
-        PyBuffer_Release(&program);
         return PyErr_NoMemory();
     }
     merge_units(steps, &nsteps, &table);
-    Job job{0, steps, nsteps, total, reinterpret_cast<char*>(src), reinterpret_cast<char*>(dst),
-            stream != 0 && DM_HAVE_STREAM && streams(steps, nsteps, reinterpret_cast<char*>(dst), stream == 1), 1};
+    Job job{0, steps, nsteps, total, src.low, dst.low,
+            stream != 0 && DM_HAVE_STREAM && streams(steps, nsteps, dst.low, stream == 1), 1};
     threads = std::max(1, std::min(threads, kMaxThreads));
     Py_BEGIN_ALLOW_THREADS run_job(job, threads);
     Py_END_ALLOW_THREADS free_table(table);
     free_given_tables(steps, nsteps);
     delete[] steps;
-    PyBuffer_Release(&program);
     Py_RETURN_NONE;
 }
 
@@ -105,7 +137,7 @@ PyObject* py_streams(PyObject*, PyObject* args) {
     Step* steps = (n >= 1 && p[0] >= 0 && p[0] <= kMaxSteps) ? new (std::nothrow) Step[p[0] ? p[0] : 1] : nullptr;
     int64_t total = 0;
     int nsteps = steps != nullptr ? (int)p[0] : 0;
-    const bool ok = steps != nullptr && parse(p, n, steps, nsteps, &total);
+    const bool ok = steps != nullptr && parse(p, n, steps, nsteps, &total, INT64_MAX, INT64_MAX);  // (runs nothing)
     Table* table = nullptr;
     const bool tables = ok && given_tables(steps, nsteps);
     if (tables) merge_units(steps, &nsteps, &table);
@@ -127,9 +159,7 @@ PyObject* py_streams(PyObject*, PyObject* args) {
 PyObject* py_lowest(PyObject*, PyObject* array) {
     Py_buffer view;
     if (PyObject_GetBuffer(array, &view, PyBUF_STRIDES) != 0) return nullptr;
-    char* low = static_cast<char*>(view.buf);
-    for (int k = 0; k < view.ndim; ++k)
-        if (view.strides[k] < 0 && view.shape[k] > 0) low += (view.shape[k] - 1) * view.strides[k];
+    char* low = extent_of(view).low;
     PyBuffer_Release(&view);
     return PyLong_FromVoidPtr(low);
 }
@@ -137,8 +167,10 @@ PyObject* py_lowest(PyObject*, PyObject* array) {
 PyMethodDef methods[] = {
     {"lowest", py_lowest, METH_O, "lowest(array): the lowest address of the array's elements (buffer protocol)."},
     {"run", py_run, METH_VARARGS,
-     "run(program, src_address, dst_address, threads, stream): execute a lowered program (see the file's header); "
-     "stream: 0 plain stores, 1 streaming where every step streams from registers, 2 streaming where the steps can."},
+     "run(program, src, dst, threads, stream): execute a lowered program (see common.hpp) from the array src into "
+     "the writable array dst (any objects with the buffer protocol, its offsets from each one's lowest address), "
+     "refusing one that reaches outside them; stream: 0 plain stores, 1 streaming where every step streams from "
+     "registers, 2 streaming where the steps can."},
     {"cache_bytes", py_cache_bytes, METH_NOARGS,
      "The size in bytes of the last-level cache instance cpu0 shares (sysfs, else sysconf), or 0 when unknown."},
     {"workers", py_workers, METH_NOARGS, "The pool's started worker threads in this process (0 in a new fork)."},
@@ -155,6 +187,7 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "datamove's compiled CPU
 PyMODINIT_FUNC PyInit__native(void) {
     PyObject* m = PyModule_Create(&module);
     if (m == nullptr) return nullptr;
+    init_pool();
     if (PyModule_AddIntConstant(m, "HAVE_STREAM", DM_HAVE_STREAM) < 0) return nullptr;
 #if DM_HAVE_AVX512
     const int lines = kAvx512, narrow = kAvx512Bytes;

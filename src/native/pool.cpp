@@ -156,14 +156,21 @@ void start_workers(int most) {
     }
 }
 
-// Asks for `wanted` workers (under call_lock) and starts the first missing one; false where the
-// handler that resets the pool in a forked child cannot be registered (then no workers).
+// Whether the handler that resets the pool in a forked child is registered (init_pool).
+bool atfork_registered = false;
+
+// Registered once, as the module loads: registered by a job's first call to grow() (under call_lock),
+// a fork() landing between the lock and the registration left the child a locked call_lock and no
+// handler to reset it, and its first threaded call waited forever.
+bool init_pool() {
+    if (!atfork_registered) atfork_registered = pthread_atfork(nullptr, nullptr, reset_after_fork) == 0;
+    return atfork_registered;
+}
+
+// Asks for `wanted` workers (under call_lock) and starts the first missing one; false where the fork
+// handler is not registered (then no workers).
 bool grow(int wanted) {
-    static bool atfork = false;
-    if (!atfork) {
-        if (pthread_atfork(nullptr, nullptr, reset_after_fork) != 0) return false;
-        atfork = true;
-    }
+    if (!atfork_registered) return false;
     if (wanted > pool.wanted.load(std::memory_order_relaxed)) {
         pool.wanted.store(wanted, std::memory_order_relaxed);
         start_workers(1);

@@ -372,40 +372,172 @@ RowsFn pick(const Step& st, bool stream) {
 }
 
 
-bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total) {
+// ------------------------------------------------------------------ parse, and the bounds of a step
+
+// Checked arithmetic (MSVC has no __builtin_*_overflow): false where the result would leave int64.
+inline bool checked_add(int64_t a, int64_t b, int64_t* r) {
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return false;
+    *r = a + b;
+    return true;
+}
+
+inline bool checked_mul(int64_t a, int64_t b, int64_t* r) {
+    if (a == 0 || b == 0) return *r = 0, true;
+    if (a == INT64_MIN || b == INT64_MIN || (a < 0 ? -a : a) > INT64_MAX / (b < 0 ? -b : b)) return false;
+    *r = a * b;
+    return true;
+}
+
+// The words a step reaches on one side of the copy, lo to hi inclusive, from the array's lowest address.
+struct Span {
+    int64_t lo, hi;
+    bool ok = true;
+    explicit Span(int64_t start) : lo(start), hi(start) {}
+    // offsets a..b (a <= b) added to every word reached so far
+    void add(int64_t a, int64_t b) { ok = ok && checked_add(lo, a, &lo) && checked_add(hi, b, &hi); }
+    // every index 0 <= i < n (n >= 1) of a loop of this stride
+    void loop(int64_t n, int64_t stride) {
+        int64_t far = 0;
+        ok = ok && checked_mul(n - 1, stride, &far);
+        if (ok) add(std::min<int64_t>(far, 0), std::max<int64_t>(far, 0));
+    }
+    // inside an array of `bytes` bytes, in words of `word` bytes: 0 <= lo, (hi + 1) * word <= bytes
+    bool inside(int64_t bytes, int64_t word) const { return ok && lo >= 0 && hi < bytes / word; }
+};
+
+// Whether every word a parsed step reads lies inside src's `src_bytes` and every one it writes inside
+// dst's `dst_bytes` (from each array's lowest address), by what its kernels read and write, which parse
+// has made the same as its loops say (a block tile's rows, a window's kept positions, a unit's table).
+bool step_inside(const Step& st, int64_t src_bytes, int64_t dst_bytes) {
+    if (st.rows == 0 || st.l1.n == 0 || st.l0.n == 0) return true;  // it moves nothing
+    Span in(st.src0), out(st.dst0);
+    bool reads = st.pattern != FILL, writes = true;
+    if (st.pattern == UNITS) {  // rows of `parts` units of `unit` words, each word from its table or zero
+        const Loop on = st.outer[0];
+        const int64_t unit = on.d;
+        in.loop(st.rows, on.s), out.loop(st.rows, on.d), out.loop(st.parts, st.part_d), out.add(0, unit - 1);
+        int64_t least = INT64_MAX, most = INT64_MIN;
+        for (int64_t k = 0; k < st.parts * unit; ++k)
+            if (st.given[k] != kZeroWord) least = std::min(least, st.given[k]), most = std::max(most, st.given[k]);
+        reads = least <= most;
+        if (reads) in.add(least, most);
+        return (!reads || in.inside(src_bytes, st.word)) && out.inside(dst_bytes, st.word);
+    }
+    for (int k = 0; k < st.nouter; ++k) in.loop(st.outer[k].n, st.outer[k].s), out.loop(st.outer[k].n, st.outer[k].d);
+    const int64_t B = st.block;
+    switch (st.pattern) {
+        case GATHER:   // B output rows (at st.at) from one input run of l0.n * B words
+        case SCATTER:  // the mirror image
+        {
+            Span& rows = st.pattern == GATHER ? out : in;
+            Span& run = st.pattern == GATHER ? in : out;
+            const int64_t least = *std::min_element(st.at, st.at + B), most = *std::max_element(st.at, st.at + B);
+            rows.add(least, most), rows.loop(st.l0.n, 1);
+            run.loop(st.l0.n * B, 1);
+            break;
+        }
+        case GATHER_WINDOW:   // positions t = i * size + j: src + t for lo <= t < hi, dst at j * l1.d + i * l0.d
+        case SCATTER_WINDOW:  // dst + t for lo <= t < hi, src at j * l1.s + i * l0.s
+        {
+            const int64_t size = st.l1.n;
+            int64_t positions = 0;
+            if (!checked_mul(st.l0.n, size, &positions)) return false;
+            const int64_t t0 = std::max<int64_t>(st.lo, 0), t1 = std::min(st.hi, positions);
+            Span& space = st.pattern == GATHER_WINDOW ? in : out;
+            Span& other = st.pattern == GATHER_WINDOW ? out : in;
+            const Loop l1 = st.l1, l0 = st.l0;
+            const int64_t s1 = st.pattern == GATHER_WINDOW ? l1.d : l1.s, s0 = st.pattern == GATHER_WINDOW ? l0.d : l0.s;
+            if (t0 >= t1) {  // no position kept: a gather window writes zeros only, a scatter one nothing
+                if (st.pattern == SCATTER_WINDOW) return true;
+                reads = false;
+                other.loop(size, s1), other.loop(l0.n, s0);
+                break;
+            }
+            space.add(t0, t1 - 1);
+            if (st.pattern == GATHER_WINDOW) {  // every position written, zeros where not kept
+                other.loop(size, s1), other.loop(l0.n, s0);
+            } else {  // the blocks that hold kept positions, and in one block only its kept offsets
+                const int64_t i0 = t0 / size, i1 = (t1 - 1) / size;
+                const int64_t j0 = i0 == i1 ? t0 % size : 0, j1 = i0 == i1 ? (t1 - 1) % size : size - 1;
+                int64_t a = 0, b = 0;
+                other.ok = other.ok && checked_mul(i0, s0, &a) && checked_mul(j0, s1, &b) && checked_add(a, b, &a);
+                other.add(a, a), other.loop(i1 - i0 + 1, s0), other.loop(j1 - j0 + 1, s1);
+            }
+            break;
+        }
+        default:  // CONTIGUOUS, STRIDED, FILL: the loops as they are
+            in.loop(st.l1.n, st.l1.s), in.loop(st.l0.n, st.l0.s);
+            out.loop(st.l1.n, st.l1.d), out.loop(st.l0.n, st.l0.d);
+    }
+    return (!reads || in.inside(src_bytes, st.word)) && (!writes || out.inside(dst_bytes, st.word));
+}
+
+// The shapes of loops 1 and 0 that a pattern's kernels assume (they read the block's and the words'
+// strides from the pattern, not from the loops), so that what step_inside checks is what they do.
+inline bool tile_as_its_kernels_take_it(const Step& st) {
+    const Loop l1 = st.l1, l0 = st.l0;
+    const int64_t B = st.block;
+    // a loop's strides, where it has more than one index (a loop of one index may have any)
+    const auto src_stride = [](const Loop& l, int64_t s) { return l.n <= 1 || l.s == s; };
+    const auto dst_stride = [](const Loop& l, int64_t d) { return l.n <= 1 || l.d == d; };
+    switch (st.pattern) {
+        case CONTIGUOUS: return src_stride(l0, 1) && dst_stride(l0, 1);
+        case GATHER: return l1.n == B && src_stride(l1, 1) && src_stride(l0, B) && dst_stride(l0, 1);
+        case SCATTER: return l1.n == B && dst_stride(l1, 1) && src_stride(l0, 1) && dst_stride(l0, B);
+        case GATHER_WINDOW:
+        case SCATTER_WINDOW:
+            // (block 0: any size, l1.n; 2, 3 and 4: their own kernels)
+            if (B != 0 && (B < 2 || l1.n != B)) return false;
+            return st.pattern == GATHER_WINDOW ? src_stride(l1, 1) && src_stride(l0, l1.n) : dst_stride(l1, 1) && dst_stride(l0, l1.n);
+        default: return true;
+    }
+}
+
+// Starts, strides, counts and window bounds beyond this many words are refused: no array is that large,
+// and the products parse and the kernels form from them stay well inside int64.
+constexpr int64_t kFarWords = int64_t(1) << 60;
+
+inline bool near(int64_t v) { return v > -kFarWords && v < kFarWords; }
+
+bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total, int64_t src_bytes, int64_t dst_bytes) {
     int64_t at = 1;
     int64_t cost = 0;
     for (int s = 0; s < nsteps; ++s) {
         if (at + 8 > n) return false;
         Step& st = steps[s];
-        st.pattern = (int)p[at];
-        st.word = (int)p[at + 1];
-        st.block = (int)p[at + 2];
+        const int64_t pattern = p[at], word = p[at + 1], block = p[at + 2];
+        if (pattern < 0 || pattern > UNITS || block < 0 || block > 4) return false;
+        // words of 32 to 128 bytes (pixels) only in gather windows (rows_for: compiled for those only)
+        if (word != 1 && word != 2 && word != 4 && word != 8 && word != 16 &&
+            !((word == 32 || word == 64 || word == 128) && pattern == GATHER_WINDOW))
+            return false;
+        st.pattern = (int)pattern;
+        st.word = (int)word;
+        st.block = (int)block;
         st.lo = p[at + 3];
         st.hi = p[at + 4];
         st.src0 = p[at + 5];
         st.dst0 = p[at + 6];
         const int64_t nloops = p[at + 7];
         at += 8;
-        if (st.pattern < 0 || st.pattern > UNITS || nloops < 2 || nloops > kMaxLoops || at + 3 * nloops > n) return false;
-        if (st.word != 1 && st.word != 2 && st.word != 4 && st.word != 8 && st.word != 16 &&
-            !((st.word == 32 || st.word == 64 || st.word == 128) && st.pattern == GATHER_WINDOW))
-            return false;
+        if (nloops < 2 || nloops > kMaxLoops || at + 3 * nloops > n) return false;
+        if (!near(st.lo) || !near(st.hi) || !near(st.src0) || !near(st.dst0)) return false;
         if ((st.pattern == GATHER || st.pattern == SCATTER) &&
-            (st.block < 2 || st.block > 4 || st.lo < 0 || (st.lo && st.block % st.lo))) return false;
+            (st.block < 2 || st.lo < 0 || (st.lo && st.block % st.lo))) return false;
         const Loop* loops = reinterpret_cast<const Loop*>(p + at);
         at += 3 * nloops;
+        for (int64_t k = 0; k < nloops; ++k)
+            if (loops[k].n < 0 || loops[k].n >= kFarWords || !near(loops[k].s) || !near(loops[k].d)) return false;
         st.nouter = (int)nloops - 2;
         st.outer = loops;
         st.l1 = loops[nloops - 2];
         st.l0 = loops[nloops - 1];
         st.rows = 1;
-        for (int k = 0; k < st.nouter; ++k) {
-            if (loops[k].n < 0) return false;
-            st.rows *= loops[k].n;
-        }
-        if (st.l1.n < 0 || st.l0.n < 0) return false;
-        st.row_cost = std::max<int64_t>(1, st.l1.n * st.l0.n * st.word);
+        for (int k = 0; k < st.nouter; ++k)
+            if (!checked_mul(st.rows, loops[k].n, &st.rows)) return false;
+        int64_t words = 0;
+        if (!checked_mul(st.l1.n, st.l0.n, &words) || !checked_mul(words, st.word, &st.row_cost)) return false;
+        st.row_cost = std::max<int64_t>(1, st.row_cost);
         st.first = st.last = 0;
         st.nt = false;
         st.no_table = false;
@@ -416,6 +548,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
         st.carry = nullptr;
         st.perm = nullptr;
         st.parts = 1, st.part_d = 0;
+        int64_t step_cost = 0;
         if (st.pattern == UNITS) {  // [count, s, unit] [parts, 0, part_d] [unit, 0, 1], then each part's table
             const Loop on = loops[0], parts = loops[1];
             const int64_t unit = st.l0.n;
@@ -434,9 +567,12 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
             st.nouter = 1, st.rows = on.n, st.row_cost = parts.n * unit * st.word;
             st.parts = parts.n, st.part_d = parts.d;
             st.l1 = st.l0 = Loop{1, 0, 0};
-            cost += st.rows * st.row_cost;
+            if (!step_inside(st, src_bytes, dst_bytes) || !checked_mul(st.rows, st.row_cost, &step_cost) ||
+                !checked_add(cost, step_cost, &cost))
+                return false;
             continue;
         }
+        if (!tile_as_its_kernels_take_it(st)) return false;
         for (int k = 0; k < st.nouter && st.pattern == SCATTER_WINDOW && st.l0.s == 1 && st.l0.n * st.word >= 1024; ++k)
             st.reads_on |= loops[k].s == st.l0.n;
         const bool tile = st.pattern == GATHER || st.pattern == SCATTER;  // the block tiles' row offsets
@@ -447,7 +583,9 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total)
             if (size < 1) return false;
             inside_blocks(size, st.l0.n, st.lo, st.hi, &st.first, &st.last);
         }
-        cost += st.rows * st.row_cost;
+        if (!step_inside(st, src_bytes, dst_bytes) || !checked_mul(st.rows, st.row_cost, &step_cost) ||
+            !checked_add(cost, step_cost, &cost))
+            return false;
     }
     *total = cost;
     return at == n;

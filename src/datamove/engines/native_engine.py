@@ -35,7 +35,7 @@ import numpy as np
 from .. import threads
 from ..outputs import allocate
 from ..caches import BoundedCache
-from ..plans import Plan
+from ..plans import Plan, check_arrays
 from . import numpy_engine
 from .strided import _address, _lowest_offset, fan_out_first, lower, lower_fill, lower_window
 from .units import lower_units
@@ -236,7 +236,12 @@ def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
 
 
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Write ``plan`` applied to ``data`` into ``out`` (shape ``plan.out_shape``, dtype of data)."""
+    """Write ``plan`` applied to ``data`` into ``out`` (shape ``plan.out_shape``, dtype of data).
+
+    A plan made for other shapes or item sizes is refused (a DataMoveError), and the core refuses any
+    program reaching outside either array's memory (a ValueError): neither is ever run past an array.
+    """
+    check_arrays(plan, data, out)
     if data.dtype.hasobject or data.dtype.itemsize == 0:
         return numpy_engine.execute(plan, data, out)
     if out.size == 0:
@@ -244,5 +249,5 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     native = _native or core()
     addresses = (native.lowest(data), native.lowest(out))  # strided._address's, in a tenth of the time
     stream = streamed(out)
-    native.run(program(plan, data, out, addresses, stream), *addresses, threads.get_num_threads(), stream)
+    native.run(program(plan, data, out, addresses, stream), data, out, threads.get_num_threads(), stream)
     return out

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..outputs import allocate
-from ..plans import Plan, View
+from ..plans import Plan, View, check_arrays
 
 if TYPE_CHECKING:
     from ..call import Call
@@ -58,6 +58,7 @@ def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
 
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Write ``plan`` applied to ``data`` into ``out`` (shape ``plan.out_shape``, dtype of data)."""
+    check_arrays(plan, data, out)  # (the views below are made from raw memory: a wrong plan runs past them)
     if data.dtype.itemsize == 0:
         return out
     source, target = _raw(data), _raw(out)

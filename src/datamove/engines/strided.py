@@ -385,7 +385,10 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     unit = [l for l in rest if l[1] == 1 and l[2] == 1]  # the item and the items that go on from it on both sides
     word = unit[0][0] if unit else 1
     side = 1 if window.space == "src" else 2  # the space side: contiguous along the window
-    if word not in (1, 2, 4, 8, 16, 32, 64, 128) or offsets[side] != word or (word != itemsize and window.space != "src"):
+    # scatter windows take items of up to 16 bytes (the core's kernels for 32- to 128-byte words are gather
+    # windows' only: an item of complex256 or a 32-byte structure goes to the copies' nests)
+    if word not in (1, 2, 4, 8, 16, 32, 64, 128) or offsets[side] != word or (
+            window.space != "src" and (word != itemsize or word > 16)):
         return None
     rest = [l for l in rest if l not in unit]
     if addresses is None:
