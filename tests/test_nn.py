@@ -433,3 +433,45 @@ def test_a_whole_model_saves_and_loads():
     loaded = torch.load(buffer, weights_only=False)
     x = torch.randn(1, 2, 3, 3)
     assert repr(loaded) == repr(model) and torch.equal(loaded(x), model(x))
+
+
+# ------------------------------------------------------------------ spatial_dims: (*, C, H, W) as PixelShuffle
+
+
+@pytest.mark.parametrize("shape", [(3, 8, 12), (2, 3, 8, 4), (2, 3, 2, 4, 6), (0, 3, 4, 4)], ids=["chw", "nchw", "2-lead", "empty"])
+def test_spatial_dims_takes_any_leading_dims_as_pixel_unshuffle(shape):
+    x = random_tensor(shape, torch.float32, seed=5)
+    s2d = dnn.SpaceToDepth("depth_first", 2, spatial_dims=2)
+    y = s2d(x)
+    assert bits(y) == bits(torch.nn.functional.pixel_unshuffle(x, 2))
+    d2s = dnn.DepthToSpace("depth_first", 2, spatial_dims=2)
+    assert bits(d2s(y)) == bits(torch.nn.functional.pixel_shuffle(y, 2)) and torch.equal(d2s(y), x)
+    assert repr(s2d) == "SpaceToDepth(mode='depth_first', block_size=2, spatial_dims=2)"
+
+
+def test_without_spatial_dims_a_chw_image_follows_the_spec_rank_rule():
+    # documented on the layers: dim 0 the batch, dim 1 the channels, the rest spatial
+    image = torch.zeros(3, 64, 64)
+    assert dnn.SpaceToDepth("depth_first", 2)(image).shape == (3, 128, 32)
+    assert dnn.SpaceToDepth("depth_first", 2, spatial_dims=2)(image).shape == (12, 32, 32)
+
+
+def test_spatial_dims_channels_last_and_one_spatial_dim():
+    x = random_tensor((2, 3, 4, 6, 5), torch.float32, seed=6)  # (*, H, W, C)
+    y = dnn.SpaceToDepth("blocks_first", 2, data_format="channels_last", spatial_dims=2)(x)
+    assert bits(y) == bits(torch.stack([dm.space_to_depth(t, "blocks_first", 2, data_format="channels_last") for t in x]))
+    rows = random_tensor((4, 6), torch.float32, seed=7)  # (C, L): no batch dim
+    assert torch.equal(dnn.SpaceToDepth("depth_first", 2, spatial_dims=1)(rows),
+                       dm.space_to_depth(rows[None], "depth_first", 2)[0])
+
+
+@pytest.mark.parametrize("cls", [dnn.SpaceToDepth, dnn.DepthToSpace])
+def test_spatial_dims_rules(cls):
+    with pytest.raises(dm.DataMoveError, match="spatial_dims must be >= 1.*got 0"):
+        cls("depth_first", 2, spatial_dims=0)
+    with pytest.raises(TypeError, match="spatial_dims must be an int or None, got float 2.0"):
+        cls("depth_first", 2, spatial_dims=2.0)
+    with pytest.raises(TypeError, match="spatial_dims must be an int or None, got bool"):
+        cls("depth_first", 2, spatial_dims=True)
+    with pytest.raises(dm.DataMoveError, match=r"with spatial_dims=2 the input must have rank >= 3.*got rank 2, shape \[4, 4\]"):
+        cls("depth_first", 2, spatial_dims=2)(torch.zeros(4, 4))

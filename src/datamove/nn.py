@@ -32,7 +32,9 @@ Sequential(
 
 from __future__ import annotations
 
-from typing import Any, SupportsIndex, Tuple
+import math
+import operator
+from typing import Any, List, Optional, SupportsIndex, Tuple
 
 try:
     import torch
@@ -43,6 +45,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - torch is a test extra
     ) from exc
 
 from . import ops, shapes
+from .errors import DataMoveError
 from . import torch_ops
 from .typing import DataFormat, IntVector, Mode
 
@@ -51,6 +54,10 @@ __all__ = ["SpaceToDepth", "DepthToSpace", "SpaceToBatch", "BatchToSpace"]
 # torch.compile cannot trace the registration of torch.ops.datamove.*: done now, when PyTorch is loaded
 # (datamove registers them at import only when torch was imported first)
 torch_ops.custom_ops()
+
+# torch.jit.is_scripting, which TorchScript takes as a constant True (and skips the eager branch); named here, as a
+# "# type: ignore" comment in a scripted function would read to TorchScript as a type comment
+_scripting = torch.jit.is_scripting  # type: ignore[attr-defined]
 
 
 def _format(names: Tuple[str, ...], module: Any, defaults: Any = ()) -> str:
@@ -73,12 +80,21 @@ class SpaceToDepth(torch.nn.Module):
     data_format : {"channels_first", "channels_last"}, default "channels_first"
         ``[N, C, D_1, ..., D_K]`` (NCHW) or ``[N, D_1, ..., D_K, C]`` (NHWC),
         for the input and the output.
+    spatial_dims : int, optional
+        ``K``, fixed: the input is ``(*, C, D_1, ..., D_K)`` (channels last:
+        ``(*, D_1, ..., D_K, C)``) with any number of leading batch dims, none
+        included, as ``torch.nn.PixelUnshuffle`` takes it (``spatial_dims=2``).
+        Without it, the spec's rule: dim 0 is the batch, dim 1 the channels,
+        every other dim spatial, so a ``[C, H, W]`` image is read as a batch
+        of ``C`` rows of ``W`` pixels (see the examples).
 
     Raises
     ------
     DataMoveError
         A parameter breaks a rule of the operation (an unknown mode or
-        data_format, ``block_size < 1``), with the operation's message.
+        data_format, ``block_size < 1``, ``spatial_dims < 1``), with the
+        operation's message; in ``forward``, an input of rank below
+        ``spatial_dims + 1``.
     TypeError
         A parameter of the wrong type, or ``None``.
 
@@ -106,22 +122,36 @@ class SpaceToDepth(torch.nn.Module):
     torch.Size([1, 4, 2, 2])
     >>> nn.SpaceToDepth("depth_first", 2, data_format="channels_last")(torch.zeros(1, 4, 4, 3)).shape
     torch.Size([1, 2, 2, 12])
+
+    A ``[C, H, W]`` image, with and without ``spatial_dims``:
+
+    >>> image = torch.zeros(3, 64, 64)
+    >>> nn.SpaceToDepth("depth_first", 2, spatial_dims=2)(image).shape  # torch.nn.PixelUnshuffle(2)'s
+    torch.Size([12, 32, 32])
+    >>> nn.SpaceToDepth("depth_first", 2)(image).shape  # the spec's: a batch of 3, 64 channels, 1-D rows
+    torch.Size([3, 128, 32])
     """
 
-    mode: Mode
-    block_size: int
-    data_format: DataFormat
+    # no class-level annotations: torch.jit.script reads them (and knows neither the Literal aliases nor, with
+    # postponed annotations, the strings), and takes each attribute's type from its value instead
 
-    def __init__(self, mode: Mode, block_size: SupportsIndex, data_format: DataFormat = "channels_first") -> None:
+    def __init__(self, mode: Mode, block_size: SupportsIndex, data_format: DataFormat = "channels_first",
+                 *, spatial_dims: Optional[SupportsIndex] = None) -> None:
         super().__init__()
         self.mode, self.block_size, self.data_format = _depth_params("space_to_depth", mode, block_size, data_format)
+        self.spatial_dims = _spatial_dims(spatial_dims)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """:func:`datamove.space_to_depth` of ``x`` with this module's parameters."""
-        return ops.space_to_depth(x, self.mode, self.block_size, data_format=self.data_format)
+        if _scripting():  # TorchScript compiles this branch only
+            return _scripted("space_to_depth", x, self.mode, self.block_size, self.data_format, self.spatial_dims)
+        if self.spatial_dims is None:
+            return ops.space_to_depth(x, self.mode, self.block_size, data_format=self.data_format)
+        return _leading_dims(ops.space_to_depth, x, self.spatial_dims, self.mode, self.block_size, self.data_format)
 
     def extra_repr(self) -> str:
-        return _format(("mode", "block_size", "data_format"), self, {("data_format", "channels_first")})
+        return _format(("mode", "block_size", "data_format", "spatial_dims"), self,
+                       {("data_format", "channels_first"), ("spatial_dims", None)})
 
 
 class DepthToSpace(torch.nn.Module):
@@ -138,11 +168,17 @@ class DepthToSpace(torch.nn.Module):
     data_format : {"channels_first", "channels_last"}, default "channels_first"
         ``[N, C, D_1, ..., D_K]`` (NCHW) or ``[N, D_1, ..., D_K, C]`` (NHWC),
         for the input and the output.
+    spatial_dims : int, optional
+        ``K``, fixed: the input is ``(*, C, D_1, ..., D_K)`` with any number
+        of leading batch dims, none included, as ``torch.nn.PixelShuffle``
+        takes it (``spatial_dims=2``). Without it, the spec's rule: dim 0 is
+        the batch, dim 1 the channels, every other dim spatial.
 
     Raises
     ------
     DataMoveError
-        A parameter breaks a rule of the operation, with the operation's message.
+        A parameter breaks a rule of the operation, with the operation's
+        message; in ``forward``, an input of rank below ``spatial_dims + 1``.
     TypeError
         A parameter of the wrong type, or ``None``.
 
@@ -166,22 +202,30 @@ class DepthToSpace(torch.nn.Module):
     True
     >>> nn.DepthToSpace("blocks_first", 2)(torch.zeros(1, 16, 2, 3, 4)).shape
     torch.Size([1, 2, 4, 6, 8])
+    >>> nn.DepthToSpace("depth_first", 2, spatial_dims=2)(torch.zeros(5, 2, 12, 3, 3)).shape  # (*, C, H, W)
+    torch.Size([5, 2, 3, 6, 6])
     """
 
-    mode: Mode
-    block_size: int
-    data_format: DataFormat
+    # no class-level annotations: torch.jit.script reads them (and knows neither the Literal aliases nor, with
+    # postponed annotations, the strings), and takes each attribute's type from its value instead
 
-    def __init__(self, mode: Mode, block_size: SupportsIndex, data_format: DataFormat = "channels_first") -> None:
+    def __init__(self, mode: Mode, block_size: SupportsIndex, data_format: DataFormat = "channels_first",
+                 *, spatial_dims: Optional[SupportsIndex] = None) -> None:
         super().__init__()
         self.mode, self.block_size, self.data_format = _depth_params("depth_to_space", mode, block_size, data_format)
+        self.spatial_dims = _spatial_dims(spatial_dims)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """:func:`datamove.depth_to_space` of ``x`` with this module's parameters."""
-        return ops.depth_to_space(x, self.mode, self.block_size, data_format=self.data_format)
+        if _scripting():  # TorchScript compiles this branch only
+            return _scripted("depth_to_space", x, self.mode, self.block_size, self.data_format, self.spatial_dims)
+        if self.spatial_dims is None:
+            return ops.depth_to_space(x, self.mode, self.block_size, data_format=self.data_format)
+        return _leading_dims(ops.depth_to_space, x, self.spatial_dims, self.mode, self.block_size, self.data_format)
 
     def extra_repr(self) -> str:
-        return _format(("mode", "block_size", "data_format"), self, {("data_format", "channels_first")})
+        return _format(("mode", "block_size", "data_format", "spatial_dims"), self,
+                       {("data_format", "channels_first"), ("spatial_dims", None)})
 
 
 class SpaceToBatch(torch.nn.Module):
@@ -237,6 +281,8 @@ class SpaceToBatch(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """:func:`datamove.space_to_batch` of ``x`` with this module's parameters."""
+        if _scripting():  # TorchScript compiles this branch only: the custom op
+            return torch.ops.datamove.space_to_batch(x, list(self.block_shape), list(self.pads_begin), list(self.pads_end))  # type: ignore[no-any-return]
         return ops.space_to_batch(x, self.block_shape, self.pads_begin, self.pads_end)
 
     def extra_repr(self) -> str:
@@ -297,10 +343,68 @@ class BatchToSpace(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """:func:`datamove.batch_to_space` of ``x`` with this module's parameters."""
+        if _scripting():  # TorchScript compiles this branch only: the custom op
+            return torch.ops.datamove.batch_to_space(x, list(self.block_shape), list(self.crops_begin), list(self.crops_end))  # type: ignore[no-any-return]
         return ops.batch_to_space(x, self.block_shape, self.crops_begin, self.crops_end)
 
     def extra_repr(self) -> str:
         return _format(("block_shape", "crops_begin", "crops_end"), self)
+
+
+def _spatial_dims(value: Any) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"spatial_dims must be an int or None, got {type(value).__name__} {value!r}")
+    k = operator.index(value)
+    if k < 1:
+        raise DataMoveError(f"spatial_dims must be >= 1 (the number of spatial dims after the channels), got {k}")
+    return k
+
+
+def _leading_dims(function: Any, x: torch.Tensor, k: int, mode: str, block_size: int, data_format: str) -> torch.Tensor:
+    """A depth op on ``(*, C, D_1, ..., D_k)``: the leading dims (any number, none included) merged into one
+    batch dim by a reshape, as PixelShuffle does, and split back after. Sizes are used as values, so a
+    traced size stays symbolic."""
+    rank = x.dim()
+    if rank < k + 1:
+        raise DataMoveError(f"with spatial_dims={k} the input must have rank >= {k + 1} ((*, C, D_1, ..., D_{k})), "
+                            f"got rank {rank}, shape {list(x.shape)}")
+    if rank == k + 2:
+        return function(x, mode, block_size, data_format=data_format)  # type: ignore[no-any-return]
+    lead = tuple(x.shape[:rank - k - 1])
+    y = function(x.reshape((math.prod(lead),) + tuple(x.shape[rank - k - 1:])), mode, block_size,
+                 data_format=data_format)
+    return y.reshape(lead + tuple(y.shape[1:]))  # type: ignore[no-any-return]
+
+
+def _scripted(op: str, x: torch.Tensor, mode: str, block_size: int, data_format: str,
+              spatial_dims: Optional[int]) -> torch.Tensor:
+    """The depth ops' ``forward`` in TorchScript: the custom op ``torch.ops.datamove.<op>`` between the
+    reshapes of :func:`_leading_dims` and the permutes of channels-last data (the op checks every rule)."""
+    rank = x.dim()
+    lead: List[int] = []
+    if spatial_dims is not None:
+        if rank < spatial_dims + 1:
+            raise ValueError("with spatial_dims the input must have rank >= spatial_dims + 1")
+        lead = list(x.shape[:rank - spatial_dims - 1])
+        batch = 1
+        for d in lead:
+            batch *= d
+        x = x.reshape([batch] + list(x.shape[rank - spatial_dims - 1:]))
+        rank = x.dim()
+    channels_last = data_format == "channels_last"
+    if channels_last:
+        x = x.permute([0, rank - 1] + list(range(1, rank - 1)))
+    if op == "space_to_depth":
+        y: torch.Tensor = torch.ops.datamove.space_to_depth(x, mode, block_size)
+    else:
+        y = torch.ops.datamove.depth_to_space(x, mode, block_size)
+    if channels_last:
+        y = y.permute([0] + list(range(2, rank)) + [1])
+    if spatial_dims is not None:
+        y = y.reshape(lead + list(y.shape[1:]))
+    return y
 
 
 def _depth_params(op: str, mode: Any, block_size: Any, data_format: Any) -> Tuple[Mode, int, DataFormat]:

@@ -81,14 +81,14 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
     if data_format == "channels_first":
         return function(data, mode, block_size, out=out, engine=engine)
     resolve = shapes.resolve_space_to_depth if function is space_to_depth else shapes.resolve_depth_to_space
-    library = _library(data)
+    traced = arrays.compiling(data)  # a torch.Tensor (asked first: Dynamo cannot trace libraries' cache)
+    library = "torch" if traced else _library(data)
     if library == "numpy":
         data = _as_array(data)
     elif getattr(data, "ndim", None) is None:
         raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
     _require(mode=mode, block_size=block_size)
     shape = tuple(data.shape)
-    traced = library == "torch" and arrays.compiling(data)
     # every rule, on the axes as given; traced sizes stay symbolic (no out_shape): the channels-first op checks them
     out_shape = () if traced else _static(resolve(shape, mode, block_size, data_format))
     rank = len(shape)
