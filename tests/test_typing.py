@@ -99,6 +99,21 @@ def test_mypy_flags_each_misspelt_mode(checkers):
 
 
 @pytest.mark.slow
+def test_mypy_names_the_argument_and_the_misspelt_value(checkers):
+    """One signature per operation, generic over the array type (not overloads that differ only in it): mypy's
+    message is the argument's, with the misspelt value and the values allowed, never 'No overload variant'."""
+    lines = (ROOT / MISSPELT).read_text().splitlines()
+    line = 1 + next(i for i, text in enumerate(lines) if 'dm.space_to_depth(x, "blocks-first", 2)' in text)
+    said = [e["message"] for e in checkers["mypy"] if e["path"] == MISSPELT and int(e["line"]) == line]
+    assert said == ['Argument 2 to "space_to_depth" has incompatible type "Literal[\'blocks-first\']"; '
+                    'expected "Literal[\'blocks_first\', \'depth_first\']"  [arg-type]'], said
+    for line, (argument, value) in EXPECTED.items():
+        said = [e["message"] for e in checkers["mypy"] if e["path"] == MISSPELT and int(e["line"]) == line]
+        assert len(said) == 1 and f"'{value}'" in said[0] and "No overload variant" not in said[0], (line, said)
+        assert said[0].startswith(("Argument 2 ", "Argument 3 ", "Argument 1 ", f'Argument "{argument}"')), said
+
+
+@pytest.mark.slow
 def test_pyright_flags_each_misspelt_mode(checkers):
     entries = [d for d in checkers["pyright"] if d["path"] == MISSPELT]
     assert {d["line"] for d in entries} == set(EXPECTED), _show(entries)

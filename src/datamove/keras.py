@@ -34,7 +34,7 @@ TensorFlow's (``blocks_first``) order; height and width stay unknown:
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, SupportsIndex, Tuple
+from typing import Any, Dict, List, Optional, Sequence, SupportsIndex, Tuple
 
 try:
     import keras
@@ -44,6 +44,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - keras is a test extra (
     ) from exc
 
 from . import formulas, shapes
+from .params import data_format_arg
 from .typing import DataFormat, IntVector, Mode
 
 __all__ = ["SpaceToDepth", "DepthToSpace", "SpaceToBatch", "BatchToSpace"]
@@ -56,7 +57,7 @@ def _keras_dims(shape: Any) -> Optional[Tuple[Optional[int], ...]]:
     return tuple(d if d is None or isinstance(d, int) else None for d in shape)
 
 
-def _pad(x: Any, pairs: List[Tuple[int, int]]) -> Any:
+def _pad(x: Any, pairs: Sequence[Tuple[int, int]]) -> Any:
     return keras.ops.pad(x, [list(p) for p in pairs])
 
 
@@ -72,14 +73,16 @@ class _Layer(keras.layers.Layer):  # type: ignore[misc]  # (Keras has no type in
         return "channels_first"
 
     def call(self, inputs: Any) -> Any:
-        sizes = list(keras.ops.shape(inputs))  # ints, or (TensorFlow) scalar tensors for the unknown dims
+        shape: Any = keras.ops.shape(inputs)  # ints, or (TensorFlow) scalar tensors for the unknown dims
+        sizes: List[Any] = list(shape)
         resolved = self._resolve(tuple(d if isinstance(d, int) else None for d in sizes))
         last = self._data_format() == "channels_last"
+        rank = len(sizes)
         if last:  # channels-last images: the spec's channels-first formula between two transposes
-            rank = len(sizes)
             first = (0, rank - 1, *range(1, rank - 1))
             inputs, sizes = keras.ops.transpose(inputs, first), [sizes[i] for i in first]
-        steps = formulas.steps(self.op, resolved.params, tuple(sizes))
+        dims: Any = tuple(sizes)
+        steps = formulas.steps(self.op, resolved.params, dims)
         result = formulas.follow(steps, inputs, keras.ops.reshape, keras.ops.transpose, _pad)
         return keras.ops.transpose(result, (0, *range(2, rank), 1)) if last else result
 
@@ -93,11 +96,11 @@ class _DepthLayer(_Layer):
     def __init__(self, mode: Mode, block_size: SupportsIndex, data_format: Optional[DataFormat] = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        data_format = keras.config.image_data_format() if data_format is None else data_format
-        params = self._rule(None, mode, block_size, data_format).params  # the rules on the parameters alone
+        chosen = data_format_arg(keras.config.image_data_format() if data_format is None else data_format)
+        params = self._rule(None, mode, block_size, chosen).params  # the rules on the parameters alone
         self.mode: Mode = params["mode"]
         self.block_size: int = params["block_size"]
-        self.data_format: DataFormat = data_format
+        self.data_format: DataFormat = chosen
 
     @staticmethod
     def _rule(shape: Any, mode: Any, block_size: Any, data_format: Any) -> shapes.Resolved:
@@ -114,7 +117,7 @@ class _DepthLayer(_Layer):
                 "data_format": self.data_format}
 
 
-@keras.saving.register_keras_serializable(package="datamove")  # type: ignore[misc]
+@keras.saving.register_keras_serializable(package="datamove")
 class SpaceToDepth(_DepthLayer):
     """SpaceToDepth-1 as a Keras layer: :func:`datamove.space_to_depth` through ``keras.ops``.
 
@@ -150,7 +153,7 @@ class SpaceToDepth(_DepthLayer):
         return shapes.resolve_space_to_depth(shape, mode, block_size, data_format)
 
 
-@keras.saving.register_keras_serializable(package="datamove")  # type: ignore[misc]
+@keras.saving.register_keras_serializable(package="datamove")
 class DepthToSpace(_DepthLayer):
     """DepthToSpace-1 as a Keras layer: :func:`datamove.depth_to_space` through ``keras.ops``.
 
@@ -205,7 +208,7 @@ class _SpaceLayer(_Layer):
         return {**super().get_config(), "block_shape": self.block_shape, names[0]: self._begin, names[1]: self._end}
 
 
-@keras.saving.register_keras_serializable(package="datamove")  # type: ignore[misc]
+@keras.saving.register_keras_serializable(package="datamove")
 class SpaceToBatch(_SpaceLayer):
     """SpaceToBatch-2 as a Keras layer: :func:`datamove.space_to_batch` through ``keras.ops``.
 
@@ -244,7 +247,7 @@ class SpaceToBatch(_SpaceLayer):
         return self._end
 
 
-@keras.saving.register_keras_serializable(package="datamove")  # type: ignore[misc]
+@keras.saving.register_keras_serializable(package="datamove")
 class BatchToSpace(_SpaceLayer):
     """BatchToSpace-2 as a Keras layer: :func:`datamove.batch_to_space` through ``keras.ops``.
 

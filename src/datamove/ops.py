@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional, SupportsIndex, Tuple, cast, overload
+from typing import Any, Callable, Hashable, Optional, SupportsIndex, Tuple, cast
 
 import numpy as np
 
@@ -21,11 +21,7 @@ from .call import Call
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
 from .outputs import allocate as _allocate, check_out as _check_out, refuse_masked as _refuse_masked
-from .typing import ArrayT, DataFormat, Engine, IntVector, Mode, ScalarT
-
-if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
-    import torch
-    from numpy.typing import ArrayLike, NDArray
+from .typing import ArrayT, DataFormat, Engine, IntVector, Mode
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
@@ -136,28 +132,8 @@ def _static(resolved: shapes.Resolved) -> Tuple[int, ...]:
     return cast(Tuple[int, ...], resolved.public())
 
 
-@overload
-def batch_to_space(data: NDArray[ScalarT], block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
-                   *, out: Optional[NDArray[ScalarT]] = None, engine: Engine = "auto") -> NDArray[ScalarT]: ...
-
-
-@overload
-def batch_to_space(data: torch.Tensor, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
-                   *, out: Optional[torch.Tensor] = None, engine: Engine = "auto") -> torch.Tensor: ...
-
-
-@overload
 def batch_to_space(data: ArrayT, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
-                   *, out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT: ...
-
-
-@overload
-def batch_to_space(data: ArrayLike, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
-                   *, out: Optional[NDArray[Any]] = None, engine: Engine = "auto") -> NDArray[Any]: ...
-
-
-def batch_to_space(data: Any, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
-                   *, out: Any = None, engine: Engine = "auto") -> Any:
+                   *, out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT:
     """BatchToSpace-2: move blocks of the batch axis into the spatial axes, then crop.
 
     Parameters
@@ -221,28 +197,8 @@ def batch_to_space(data: Any, block_shape: IntVector, crops_begin: IntVector, cr
     return _run("batch_to_space", resolved, data, out, engine, recipe_key)
 
 
-@overload
-def space_to_batch(data: NDArray[ScalarT], block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
-                   *, out: Optional[NDArray[ScalarT]] = None, engine: Engine = "auto") -> NDArray[ScalarT]: ...
-
-
-@overload
-def space_to_batch(data: torch.Tensor, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
-                   *, out: Optional[torch.Tensor] = None, engine: Engine = "auto") -> torch.Tensor: ...
-
-
-@overload
 def space_to_batch(data: ArrayT, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
-                   *, out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT: ...
-
-
-@overload
-def space_to_batch(data: ArrayLike, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
-                   *, out: Optional[NDArray[Any]] = None, engine: Engine = "auto") -> NDArray[Any]: ...
-
-
-def space_to_batch(data: Any, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
-                   *, out: Any = None, engine: Engine = "auto") -> Any:
+                   *, out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT:
     """SpaceToBatch-2: zero-pad the spatial axes, then move blocks of them into the batch axis.
 
     Parameters
@@ -285,32 +241,9 @@ def space_to_batch(data: Any, block_shape: IntVector, pads_begin: IntVector, pad
     return _run("space_to_batch", resolved, data, out, engine, recipe_key)
 
 
-@overload
-def space_to_depth(data: NDArray[ScalarT], mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first",
-                   out: Optional[NDArray[ScalarT]] = None, engine: Engine = "auto") -> NDArray[ScalarT]: ...
-
-
-@overload
-def space_to_depth(data: torch.Tensor, mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first",
-                   out: Optional[torch.Tensor] = None, engine: Engine = "auto") -> torch.Tensor: ...
-
-
-@overload
-def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first",
-                   out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT: ...
-
-
-@overload
-def space_to_depth(data: ArrayLike, mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first",
-                   out: Optional[NDArray[Any]] = None, engine: Engine = "auto") -> NDArray[Any]: ...
-
-
-def space_to_depth(data: Any, mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first", out: Any = None, engine: Engine = "auto") -> Any:
+def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
+                   data_format: DataFormat = "channels_first", out: Optional[ArrayT] = None,
+                   engine: Engine = "auto") -> ArrayT:
     """SpaceToDepth-1: move ``block_size``-blocks of every spatial axis into the depth axis.
 
     Parameters
@@ -376,32 +309,9 @@ def space_to_depth(data: Any, mode: Mode, block_size: SupportsIndex = 1,
     return _run("space_to_depth", resolved, data, out, engine, recipe_key)
 
 
-@overload
-def depth_to_space(data: NDArray[ScalarT], mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first",
-                   out: Optional[NDArray[ScalarT]] = None, engine: Engine = "auto") -> NDArray[ScalarT]: ...
-
-
-@overload
-def depth_to_space(data: torch.Tensor, mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first",
-                   out: Optional[torch.Tensor] = None, engine: Engine = "auto") -> torch.Tensor: ...
-
-
-@overload
-def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first",
-                   out: Optional[ArrayT] = None, engine: Engine = "auto") -> ArrayT: ...
-
-
-@overload
-def depth_to_space(data: ArrayLike, mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first",
-                   out: Optional[NDArray[Any]] = None, engine: Engine = "auto") -> NDArray[Any]: ...
-
-
-def depth_to_space(data: Any, mode: Mode, block_size: SupportsIndex = 1,
-                   *, data_format: DataFormat = "channels_first", out: Any = None, engine: Engine = "auto") -> Any:
+def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
+                   data_format: DataFormat = "channels_first", out: Optional[ArrayT] = None,
+                   engine: Engine = "auto") -> ArrayT:
     """DepthToSpace-1: move blocks of the depth axis into every spatial axis.
 
     The inverse of :func:`space_to_depth` with the same mode and block size.

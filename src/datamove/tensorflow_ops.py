@@ -22,7 +22,7 @@ datamove.errors.DataMoveError: data.shape[2] = 4 is not divisible by block_size 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import libraries, route, shapes
 from .errors import DataMoveError
@@ -30,7 +30,7 @@ from .params import required
 
 __all__ = ["call", "as_python"]
 
-_RULES = {"batch_to_space": shapes.resolve_batch_to_space, "space_to_batch": shapes.resolve_space_to_batch,
+_RULES: Dict[str, Callable[..., shapes.Resolved]] = {"batch_to_space": shapes.resolve_batch_to_space, "space_to_batch": shapes.resolve_space_to_batch,
           "space_to_depth": shapes.resolve_space_to_depth, "depth_to_space": shapes.resolve_depth_to_space}
 _NAMES = {"batch_to_space": ("block_shape", "crops_begin", "crops_end"),
           "space_to_batch": ("block_shape", "pads_begin", "pads_end"),

@@ -13,7 +13,7 @@ import numpy.typing as npt
 import torch
 
 import datamove as dm
-from datamove import nn, shapes
+from datamove import keras, nn, shapes
 from datamove.compat import onnx, tensorflow
 
 
@@ -27,4 +27,5 @@ def misspelt(x: npt.NDArray[np.float32], t: torch.Tensor) -> None:
     onnx.depth_to_space(x, 2, mode="dcr")  # error: mode="dcr"
     tensorflow.space_to_depth(x, 2, data_format="NCHW_VECT_C")  # error: data_format="NCHW_VECT_C"
     nn.SpaceToDepth("blocks-first", 2)  # error: mode="blocks-first"
+    keras.DepthToSpace("depth_first", 2, data_format="NHWC")  # error: data_format="NHWC"
     dm.space_to_depth(x, "blocks_first", 2)  # correct: no error here

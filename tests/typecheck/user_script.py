@@ -48,8 +48,9 @@ def operations(x: npt.NDArray[np.float32], t: torch.Tensor) -> None:
     assert_type(dm.space_to_batch(t, [1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0]), torch.Tensor)
     assert_type(dm.batch_to_space(t, [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 0]), torch.Tensor)
 
-    # nested lists go through numpy.asarray: an array of some dtype
-    assert_type(dm.space_to_depth([[[[1, 2], [3, 4]]]], "blocks_first", 2), npt.NDArray[Any])
+    # one generic signature over the array type (a misspelt literal is then named in mypy's message): nested
+    # lists run too, but are typed as arrays only once numpy.asarray has made them one
+    assert_type(dm.space_to_depth(np.asarray([[[[1, 2], [3, 4]]]]), "blocks_first", 2), npt.NDArray[Any])
 
     # a mode held in a variable: annotated with datamove.typing's alias
     mode: Mode = "depth_first"
@@ -89,7 +90,7 @@ def shape_inference() -> None:
 
 
 def front_ends(x: npt.NDArray[np.float32], t: torch.Tensor) -> None:
-    nhwc = np.zeros((1, 4, 4, 8), np.float32)
+    nhwc: npt.NDArray[np.float32] = np.zeros((1, 4, 4, 8), np.float32)
     assert_type(tensorflow.space_to_depth(nhwc, 2), npt.NDArray[np.float32])
     assert_type(tensorflow.depth_to_space(nhwc, 2, data_format="NHWC"), npt.NDArray[np.float32])
     assert_type(tensorflow.space_to_batch(nhwc, [2, 2], [[0, 0], [0, 0]]), npt.NDArray[np.float32])

@@ -15,16 +15,12 @@ CRD. Here each raises :class:`~datamove.DataMoveError`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, SupportsIndex, Tuple, overload
+from typing import Any, Dict, SupportsIndex, Tuple
 
 from .. import ops
 from ..errors import DataMoveError
-from ..typing import ArrayT, Mode, OnnxMode, ScalarT
+from ..typing import ArrayT, Mode, OnnxMode
 from ._common import as_array, positive_int, shape_of
-
-if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
-    import torch
-    from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["space_to_depth", "depth_to_space", "MODES"]
 
@@ -54,23 +50,7 @@ def _mode(mode: Any) -> Mode:
     return MODES[mode]
 
 
-@overload
-def space_to_depth(input: NDArray[ScalarT], blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> NDArray[ScalarT]: ...
-
-
-@overload
-def space_to_depth(input: torch.Tensor, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> torch.Tensor: ...
-
-
-@overload
-def space_to_depth(input: ArrayT, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> ArrayT: ...
-
-
-@overload
-def space_to_depth(input: ArrayLike, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> NDArray[Any]: ...
-
-
-def space_to_depth(input: Any, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> Any:
+def space_to_depth(input: ArrayT, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> ArrayT:
     """ONNX ``SpaceToDepth``: move ``blocksize`` x ``blocksize`` blocks of H, W into the channels.
 
     Parameters
@@ -131,23 +111,7 @@ def space_to_depth(input: Any, blocksize: SupportsIndex, mode: OnnxMode = "DCR")
     return ops.space_to_depth(data, core_mode, size)
 
 
-@overload
-def depth_to_space(input: NDArray[ScalarT], blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> NDArray[ScalarT]: ...
-
-
-@overload
-def depth_to_space(input: torch.Tensor, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> torch.Tensor: ...
-
-
-@overload
-def depth_to_space(input: ArrayT, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> ArrayT: ...
-
-
-@overload
-def depth_to_space(input: ArrayLike, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> NDArray[Any]: ...
-
-
-def depth_to_space(input: Any, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> Any:
+def depth_to_space(input: ArrayT, blocksize: SupportsIndex, mode: OnnxMode = "DCR") -> ArrayT:
     """ONNX ``DepthToSpace``: move blocks of the channels into ``blocksize`` x ``blocksize`` spatial blocks.
 
     Parameters

@@ -28,19 +28,15 @@ values.
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any, Callable, List, SupportsIndex, Tuple, Union, overload
+from typing import Any, Callable, List, SupportsIndex, Tuple, Union
 
 import numpy as np
 
 from .. import libraries, ops, tensorflow_ops
 from ..errors import DataMoveError
 from ..params import int_vector
-from ..typing import ArrayT, IntPairs, IntVector, ScalarT, TensorFlowDataFormat
+from ..typing import ArrayT, IntPairs, IntVector, TensorFlowDataFormat
 from ._common import as_array, positive_int, product, reshape, shape_of
-
-if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here
-    import torch
-    from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
@@ -159,25 +155,7 @@ def _tf() -> Any:
     return sys.modules["tensorflow"]  # a tensor of it is in hand
 
 
-@overload
-def batch_to_space(input: NDArray[ScalarT], block_shape: Union[IntVector, SupportsIndex],
-                   crops: IntPairs) -> NDArray[ScalarT]: ...
-
-
-@overload
-def batch_to_space(input: torch.Tensor, block_shape: Union[IntVector, SupportsIndex],
-                   crops: IntPairs) -> torch.Tensor: ...
-
-
-@overload
-def batch_to_space(input: ArrayT, block_shape: Union[IntVector, SupportsIndex], crops: IntPairs) -> ArrayT: ...
-
-
-@overload
-def batch_to_space(input: ArrayLike, block_shape: Union[IntVector, SupportsIndex], crops: IntPairs) -> NDArray[Any]: ...
-
-
-def batch_to_space(input: Any, block_shape: Union[IntVector, SupportsIndex], crops: IntPairs) -> Any:
+def batch_to_space(input: ArrayT, block_shape: Union[IntVector, SupportsIndex], crops: IntPairs) -> ArrayT:
     """``tf.batch_to_space`` (BatchToSpaceND): move blocks of the batch into the M spatial dims, then crop.
 
     Parameters
@@ -252,26 +230,7 @@ def batch_to_space(input: Any, block_shape: Union[IntVector, SupportsIndex], cro
     return _without_last_axis(result) if flat else result
 
 
-@overload
-def space_to_batch(input: NDArray[ScalarT], block_shape: Union[IntVector, SupportsIndex],
-                   paddings: IntPairs) -> NDArray[ScalarT]: ...
-
-
-@overload
-def space_to_batch(input: torch.Tensor, block_shape: Union[IntVector, SupportsIndex],
-                   paddings: IntPairs) -> torch.Tensor: ...
-
-
-@overload
-def space_to_batch(input: ArrayT, block_shape: Union[IntVector, SupportsIndex], paddings: IntPairs) -> ArrayT: ...
-
-
-@overload
-def space_to_batch(input: ArrayLike, block_shape: Union[IntVector, SupportsIndex],
-                   paddings: IntPairs) -> NDArray[Any]: ...
-
-
-def space_to_batch(input: Any, block_shape: Union[IntVector, SupportsIndex], paddings: IntPairs) -> Any:
+def space_to_batch(input: ArrayT, block_shape: Union[IntVector, SupportsIndex], paddings: IntPairs) -> ArrayT:
     """``tf.space_to_batch`` (SpaceToBatchND): zero-pad the M spatial dims, then move blocks of them into the batch.
 
     Parameters
@@ -369,26 +328,7 @@ def _in_format(op: Callable[..., Any], data: Any, size: int, data_format: Tensor
     return op(data, "blocks_first", size, data_format="channels_last" if data_format == "NHWC" else "channels_first")
 
 
-@overload
-def space_to_depth(input: NDArray[ScalarT], block_size: SupportsIndex,
-                   data_format: TensorFlowDataFormat = "NHWC") -> NDArray[ScalarT]: ...
-
-
-@overload
-def space_to_depth(input: torch.Tensor, block_size: SupportsIndex,
-                   data_format: TensorFlowDataFormat = "NHWC") -> torch.Tensor: ...
-
-
-@overload
-def space_to_depth(input: ArrayT, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> ArrayT: ...
-
-
-@overload
-def space_to_depth(input: ArrayLike, block_size: SupportsIndex,
-                   data_format: TensorFlowDataFormat = "NHWC") -> NDArray[Any]: ...
-
-
-def space_to_depth(input: Any, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> Any:
+def space_to_depth(input: ArrayT, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> ArrayT:
     """``tf.nn.space_to_depth``: move ``block_size`` x ``block_size`` blocks of H, W into the depth.
 
     Parameters
@@ -445,26 +385,7 @@ def space_to_depth(input: Any, block_size: SupportsIndex, data_format: TensorFlo
     return _in_format(ops.space_to_depth, data, size, data_format)
 
 
-@overload
-def depth_to_space(input: NDArray[ScalarT], block_size: SupportsIndex,
-                   data_format: TensorFlowDataFormat = "NHWC") -> NDArray[ScalarT]: ...
-
-
-@overload
-def depth_to_space(input: torch.Tensor, block_size: SupportsIndex,
-                   data_format: TensorFlowDataFormat = "NHWC") -> torch.Tensor: ...
-
-
-@overload
-def depth_to_space(input: ArrayT, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> ArrayT: ...
-
-
-@overload
-def depth_to_space(input: ArrayLike, block_size: SupportsIndex,
-                   data_format: TensorFlowDataFormat = "NHWC") -> NDArray[Any]: ...
-
-
-def depth_to_space(input: Any, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> Any:
+def depth_to_space(input: ArrayT, block_size: SupportsIndex, data_format: TensorFlowDataFormat = "NHWC") -> ArrayT:
     """``tf.nn.depth_to_space``: move blocks of the depth into ``block_size`` x ``block_size`` spatial blocks.
 
     Parameters

@@ -56,7 +56,7 @@ def dims(x: Any) -> List[Any]:
     tf = sys.modules["tensorflow"]
     static = x.shape.as_list()
     if None not in static:
-        return static
+        return list(static)
     dynamic = tf.shape(x)
     return [d if d is not None else dynamic[i] for i, d in enumerate(static)]
 
@@ -106,8 +106,8 @@ def _formula(tf: Any, op: str, params: Dict[str, Any], data: Any, sizes: List[An
     channels-last data is moved to channels-first and back (XLA and Grappler fold the transposes into one)."""
     rank = len(sizes)
     last = data_format == "channels_last" and op in ("space_to_depth", "depth_to_space")
+    first = (0, rank - 1, *range(1, rank - 1))
     if last:
-        first = (0, rank - 1, *range(1, rank - 1))
         sizes = [sizes[i] for i in first]
     steps = formulas.steps(op, params, tuple(sizes))
     if data.dtype == tf.string and max(rank, len(steps.split)) > STRING_MAX_RANK:
