@@ -21,7 +21,7 @@ PAGES = sorted(p for p in DOCS.rglob("*.rst") if "_build" not in p.parts and "ge
                and "_templates" not in p.parts)
 # the pages whose examples need more than NumPy
 NEEDS = {"guide/arrays.rst": ("torch", "jax", "dask.array"), "guide/pytorch.rst": ("torch", "onnx", "onnxruntime"),
-         "guide/verify.rst": ("openvino",)}
+         "guide/verify.rst": ("openvino",), "guide/tensorflow.rst": ("tensorflow",), "guide/keras.rst": ("keras",)}
 
 
 def test_pages_found():

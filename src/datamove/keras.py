@@ -4,7 +4,7 @@
 :class:`BatchToSpace` hold their parameters, checked when the layer is built
 (the operations' own rules and messages), and compute through ``keras.ops``
 only (the spec's pad/reshape/transpose/reshape/crop,
-:func:`datamove.formulas.follow`), so they run on every Keras backend
+``datamove.formulas.follow``), so they run on every Keras backend
 (TensorFlow, JAX, PyTorch), inside ``jit``/``tf.function``, with gradients.
 ``compute_output_shape`` is :mod:`datamove.shapes`' (a dim Keras does not
 know stays ``None``), the rules on known sizes raise

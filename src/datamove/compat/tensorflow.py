@@ -13,7 +13,7 @@ one core op:
 
 TensorFlow's own tensors and variables (eager, or symbolic inside
 ``tf.function``, with ``jit_compile=True`` too) run on TensorFlow's ops
-(see :mod:`datamove.tensorflow_ops`) and give a ``tf.Tensor``; a dim unknown
+(see ``datamove.tensorflow_ops``) and give a ``tf.Tensor``; a dim unknown
 while tracing skips the checks below that need it, and the core op checks
 it when the graph runs.
 
