@@ -224,24 +224,27 @@ def test_a_plan_runs_only_on_the_arrays_it_was_made_for(engine):
 _FORK_DURING_FIRST_THREADED_CALL = r"""
 import ctypes, os, sys, threading, time
 import numpy as np, datamove as dm
-x = np.ones((4, 16, 128, 128), np.float32)  # 4 MiB: parts for two threads
+from datamove.engines import native_engine
+x = np.ones((16, 16, 256, 256), np.float32)  # 64 MiB
 dm.set_num_threads(1)
 dm.space_to_depth(x, "blocks_first", 2)  # everything imported: the core loaded, no thread started yet
 dm.set_num_threads(2)
 libc = ctypes.CDLL(None)
 PREPARE = ctypes.CFUNCTYPE(None)
 def prepare():
-    # the process's first threaded call, from another thread, while fork() runs its prepare handlers
-    # (glibc holds its lock of fork handlers meanwhile: registering one then waits until the fork is done)
+    # the process's first threaded call, from another thread, while fork() runs its prepare handlers (glibc
+    # runs a handler registered now in no child), forking once its job holds the pool (a worker started)
     thread = threading.Thread(target=lambda: dm.space_to_depth(x, "blocks_first", 2))
     thread.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10
+    while native_engine.core().workers() < 1 and time.monotonic() < deadline:  # its job started: it holds the pool
+        time.sleep(0.0002)
 hook = PREPARE(prepare)
 libc.__register_atfork(hook, None, None, None)
 pid = os.fork()
 if pid == 0:
     y = dm.space_to_depth(x, "blocks_first", 2)  # threaded: waited forever on a call lock left locked
-    os._exit(0 if y.shape == (4, 64, 64, 64) and bool((y == 1).all()) else 3)
+    os._exit(0 if y.shape == (16, 64, 128, 128) and bool((y == 1).all()) else 3)
 deadline = time.monotonic() + 30
 while time.monotonic() < deadline:
     done, status = os.waitpid(pid, os.WNOHANG)
@@ -259,10 +262,11 @@ else:
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "__register_atfork"),
                     reason="needs glibc's __register_atfork")
 def test_a_fork_while_a_thread_makes_the_first_threaded_call_leaves_a_working_child():
-    """The pool's fork handler is registered when the module loads: registered by the first threaded
-    call, under the pool's lock, a fork landing in between left the child the lock held and no handler to
-    reset it, and the child's first threaded call hung (every time here: the call starts inside fork's
-    prepare handlers, where registering a handler waits for the fork)."""
+    """The pool's fork handler is registered when the module loads. Registered by the first threaded call,
+    under the pool's lock, from inside fork's prepare handlers (glibc runs the handlers registered then in
+    no child), the child inherited the lock held by the job still running and no handler to reset it, and
+    its first threaded call hung: every time, the fork landing while that job runs (it has started a
+    worker). A child that hangs is killed after 30 s."""
     result = subprocess.run([sys.executable, "-c", _FORK_DURING_FIRST_THREADED_CALL], capture_output=True,
                             text=True, timeout=120)
     assert result.stdout.split() == ["exit", "0"], (result.stdout, result.stderr)
