@@ -138,7 +138,10 @@ class SpaceToDepth(torch.nn.Module):
     def __init__(self, mode: Mode, block_size: SupportsIndex, data_format: DataFormat = "channels_first",
                  *, spatial_dims: Optional[SupportsIndex] = None) -> None:
         super().__init__()
-        self.mode, self.block_size, self.data_format = _depth_params("space_to_depth", mode, block_size, data_format)
+        mode, size, data_format = _depth_params("space_to_depth", mode, block_size, data_format)
+        self.mode: Mode = mode  # annotated here for type checkers, where TorchScript does not read them
+        self.block_size: int = size
+        self.data_format: DataFormat = data_format
         self.spatial_dims = _spatial_dims(spatial_dims)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -212,7 +215,10 @@ class DepthToSpace(torch.nn.Module):
     def __init__(self, mode: Mode, block_size: SupportsIndex, data_format: DataFormat = "channels_first",
                  *, spatial_dims: Optional[SupportsIndex] = None) -> None:
         super().__init__()
-        self.mode, self.block_size, self.data_format = _depth_params("depth_to_space", mode, block_size, data_format)
+        mode, size, data_format = _depth_params("depth_to_space", mode, block_size, data_format)
+        self.mode: Mode = mode  # annotated here for type checkers, where TorchScript does not read them
+        self.block_size: int = size
+        self.data_format: DataFormat = data_format
         self.spatial_dims = _spatial_dims(spatial_dims)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
