@@ -1654,9 +1654,9 @@ def test_streamed_gather_rows_that_go_on_through_two_loops(streaming, threads, d
 
 @pytest.mark.slow
 def test_rows_through_two_loops_through_the_l1_buffer(monkeypatch, streaming):
-    """The same, where the CPU has no AVX-512 (-DDM_NO_AVX512): the runs through two loops fill the L1 buffer
+    """The same, where the CPU has no AVX-512 (the core at avx2): the runs through two loops fill the L1 buffer
     and stream from it."""
-    portable = _core_built_with("-DDM_NO_AVX512")
+    portable = _core_at("avx2")
     monkeypatch.setattr(native_engine, "_native", portable)
     for dtype, block, shape in TWO_LOOP_CASES:
         for threads in (1, 3):
@@ -2190,21 +2190,44 @@ def _core_built_with(flag):
     return portable
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("flag, have_stream", [("-DDM_PORTABLE", 0), ("-DDM_NO_SSSE3", 1), ("-DDM_NO_AVX512", 1)])
-def test_the_portable_build_other_cpus_get(monkeypatch, flag, have_stream):
-    """The core as aarch64 or any non-x86 CPU compiles it (-DDM_PORTABLE: no SSE2 bodies, no streaming stores),
-    and as an x86-64 CPU without SSSE3 runs it (-DDM_NO_SSSE3: blocks of 3 narrow words without the byte
-    shuffle) or without AVX-512 (-DDM_NO_AVX512: streamed gathers through the L1 buffer), bit for bit
-    against the NumPy engine on every tile: block tiles of 2, 3 and 4 in both groupings, windows, every
-    word width, rows of a 16-byte group and more, streaming asked for."""
-    portable = _core_built_with(flag)
-    assert portable.HAVE_STREAM == have_stream
-    assert portable.WHOLE_LINES == 0 or flag == "-DDM_NO_SSSE3"
-    native_engine.core()
-    monkeypatch.setattr(native_engine, "_native", portable)
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+@functools.lru_cache(maxsize=None)
+def _core_at(level):
+    """The compiled core loaded anew (a copy of its file: its own static state, its own pool) running at the
+    instruction-set level ``level``, read from DATAMOVE_ISA as it loads; a skip where this CPU lacks it."""
+    import importlib.util
+    import shutil
+    import tempfile
+
+    core = native_engine.core()
+    if level not in core.ISAS:
+        pytest.skip(f"this CPU runs the core at most at {core.CPU_ISA}, not {level}")
+    target = os.path.join(tempfile.mkdtemp(prefix="datamove-core-"), os.path.basename(core.__file__))
+    shutil.copy(core.__file__, target)
+    before = os.environ.get("DATAMOVE_ISA")
+    os.environ["DATAMOVE_ISA"] = level
+    try:
+        spec = importlib.util.spec_from_file_location("datamove._native", target)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if before is None:
+            del os.environ["DATAMOVE_ISA"]
+        else:
+            os.environ["DATAMOVE_ISA"] = before
+    assert module.ISA == level and module.CPU_ISA == core.CPU_ISA
+    return module
+
+
+# Every level the core has kernels for, and the build other CPUs get (no SSE2, no streaming stores).
+ISA_LEVELS = ["sse2", "ssse3", "avx2", "avx512f", "avx512", "-DDM_PORTABLE"]
+
+
+def _sweep(core):
+    """Every tile, bit for bit against the NumPy engine, on ``core``: block tiles of 2, 3 and 4 in both
+    groupings, windows, every word width, rows of a 16-byte group and more, channels-last, crops and pads;
+    plain, then streamed (stores around the cache wherever the program can). The calls compared."""
     rng = np.random.default_rng(9)
+    compared = 0
     for dtype in (np.uint8, np.uint16, np.float32, np.float64, np.complex128):
         for block in (2, 3, 4):
             data = random_array((2, 4, 4 * block, 20 * block), np.dtype(dtype), rng)  # rows of 20: a 16-byte group and more
@@ -2215,10 +2238,88 @@ def test_the_portable_build_other_cpus_get(monkeypatch, flag, have_stream):
                     run_both(dm.depth_to_space, deep, mode, block)
                 args = ([1, 1, block, block], [0, 0, 1, block - 1], [0, 0, block - 1, 1])
                 run_both(dm.batch_to_space, run_both(dm.space_to_batch, x, *args), *args)
+                compared += 6
+    for _ in range(100):  # and random calls: ranks 3-5, every dtype kind, blocks 1-4, crops and pads, layouts
+        compared += _random_call(rng)
+    return compared
+
+
+def _random_call(rng):
+    """One random call of a random op, native against NumPy (run_both): 1."""
+    rank, dtype = int(rng.integers(3, 6)), DTYPES[int(rng.integers(len(DTYPES)))]
+    op = ["space_to_depth", "depth_to_space", "space_to_batch", "batch_to_space"][int(rng.integers(4))]
+    spatial = [int(rng.integers(1, 9)) for _ in range(rank - 2)]
+    if op in ("space_to_depth", "depth_to_space"):
+        block, mode = int(rng.integers(1, 5)), ["blocks_first", "depth_first"][int(rng.integers(2))]
+        shape = [int(rng.integers(1, 4)), int(rng.integers(1, 5))] + [d * block for d in spatial]
+        if op == "depth_to_space":
+            shape = [shape[0], shape[1] * block ** (rank - 2)] + spatial
+        args = (mode, block)
+    else:
+        blocks = [1, 1] + [int(rng.integers(1, 4)) for _ in spatial]
+        begin = [0, 0] + [int(rng.integers(0, 3)) for _ in spatial]
+        if op == "space_to_batch":
+            end = [0, 0] + [(-(d + b0)) % k + k * int(rng.integers(0, 2)) for d, b0, k in zip(spatial, begin[2:], blocks[2:])]
+            shape = [int(rng.integers(1, 3)), int(rng.integers(1, 5))] + spatial
+        else:
+            begin = [0, 0] + [min(b0, d * k - 1) for b0, d, k in zip(begin[2:], spatial, blocks[2:])]
+            end = [0, 0] + [int(rng.integers(0, d * k - b0)) for b0, d, k in zip(begin[2:], spatial, blocks[2:])]
+            shape = [int(np.prod(blocks)) * int(rng.integers(1, 3)), int(rng.integers(1, 5))] + spatial
+        args = (blocks, begin, end)
+    data = random_array(shape, dtype, rng)
+    layout = int(rng.integers(4))
+    if layout == 1:
+        data = data[..., ::-1]
+    elif layout == 2:
+        data = np.moveaxis(np.ascontiguousarray(np.moveaxis(data, 1, -1)), -1, 1)
+    elif layout == 3:
+        data = random_array([d + 1 for d in shape], dtype, rng)[tuple(slice(1, None) for _ in shape)]
+    with _threads(int(rng.integers(1, 4))):
+        run_both(getattr(dm, op), data, *args)
+    return 1
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag", ["-DDM_NO_AVX512", "-DDM_PORTABLE"])
+@pytest.mark.parametrize("level", ISA_LEVELS)
+def test_every_instruction_set_level_this_cpu_has(monkeypatch, level):
+    """The core at every level this CPU has (DATAMOVE_ISA, read as a copy of it loads), and as aarch64 or any
+    non-x86 CPU compiles it (-DDM_PORTABLE: no SSE2 bodies, no streaming stores), bit for bit against the
+    NumPy engine on every tile, plain and streamed (_sweep). Which kernels a level has is the core's answer
+    (WHOLE_LINES, WHOLE_NARROW_LINES), never this machine's."""
+    core = _core_built_with(level) if level.startswith("-D") else _core_at(level)
+    assert core.HAVE_STREAM == (level != "-DDM_PORTABLE")
+    assert core.WHOLE_LINES == (level in ("avx512f", "avx512")) and core.WHOLE_NARROW_LINES == (level == "avx512")
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "_native", core)
+    compared = 0
+    for stream in (1 << 62, 0):
+        monkeypatch.setattr(native_engine, "STREAM_BYTES", stream)
+        compared += _sweep(core)
+    assert compared == 2 * (180 + 100)
+
+
+def test_the_instruction_set_is_chosen_once_and_lowered_by_datamove_isa():
+    """DATAMOVE_ISA lowers the level (case and blanks ignored; "native" or unset: the CPU's); a level above
+    the CPU's, below the build's lowest, or no level at all leaves the CPU's with one RuntimeWarning naming
+    the value and the levels there are. Asked of the core, never assumed of this machine."""
+    core = native_engine.core()
+    assert core.ISAS[0] in ("sse2", "portable") and core.ISAS[-1] == core.CPU_ISA
+    code = ("import warnings\nwith warnings.catch_warnings(record=True) as caught:\n    warnings.simplefilter('always')\n"
+            "    from datamove import _native as core\n"
+            "print(core.ISA, len([w for w in caught if 'DATAMOVE_ISA=' in str(w.message)]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "DATAMOVE_ISA"}
+    assert _child(code, env=env).split() == [core.CPU_ISA, "0"]
+    for value, level, warned in [("native", core.CPU_ISA, 0), (f" {core.ISAS[0].upper()} ", core.ISAS[0], 0),
+                                 ("avx-512", core.CPU_ISA, 1), ("", core.CPU_ISA, 0)]:
+        assert _child(code, env={**env, "DATAMOVE_ISA": value}).split() == [level, str(warned)], value
+    if core.CPU_ISA != "avx512":
+        assert _child(code, env={**env, "DATAMOVE_ISA": "avx512"}).split() == [core.CPU_ISA, "1"]
+    if core.ISAS[0] == "sse2":
+        assert _child(code, env={**env, "DATAMOVE_ISA": "portable"}).split() == ["sse2", "1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", ["avx2", "-DDM_PORTABLE"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_small_image_tables_without_avx512(monkeypatch, flag, stream):
     """Where the CPU has no AVX-512F (AVX2 x86-64, or aarch64 and the like: -DDM_PORTABLE, no streaming
@@ -2226,7 +2327,7 @@ def test_small_image_tables_without_avx512(monkeypatch, flag, stream):
     cases of test_units_of_small_images_from_a_table and test_small_images_with_crops_from_one_table, plain
     and streamed, at every 4-byte offset into a line, on 1 and 3 threads, bit for bit the spec's result and
     nothing outside it."""
-    portable = _core_built_with(flag)
+    portable = _core_built_with(flag) if flag.startswith("-D") else _core_at(flag)
     native_engine.core()
     monkeypatch.setattr(native_engine, "_native", portable)
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)

@@ -1,6 +1,9 @@
 """datamove's compiled CPU core (``src/datamove/_native.cpp``): its functions as type checkers see them."""
 
 HAVE_STREAM: int  # 1 where the build has streaming stores (x86-64)
+ISA: str  # the instruction-set level the core runs at: "portable", "sse2", "ssse3", "avx2", "avx512f" or "avx512"
+CPU_ISA: str  # this CPU's level (DATAMOVE_ISA may lower ISA below it)
+ISAS: tuple[str, ...]  # every level the core can run at on this CPU, lowest first
 WHOLE_LINES: int  # 1 where streamed gathers of 4- and 8-byte words store whole lines from registers (AVX-512F)
 WHOLE_NARROW_LINES: int  # 1 where those of 1- and 2-byte words do too (AVX-512BW and VBMI)
 

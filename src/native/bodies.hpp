@@ -163,7 +163,7 @@ inline int64_t gather4_bytes(const uint8_t* in, uint8_t* const o[4], int64_t n) 
 #endif
 
 #if DM_HAVE_SSSE3
-inline const bool kSsse3 = (__builtin_cpu_init(), __builtin_cpu_supports("ssse3"));
+inline const bool kSsse3 = kIsa >= IsaSsse3;
 
 // Byte shuffles for blocks of 3 words of W bytes: 48 bytes as three vectors. Gathering, [j][k] picks from
 // input vector k the bytes of output row j (its next 16 bytes); scattering, [k][j] picks from row j's

@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -103,6 +104,56 @@
 #endif
 
 namespace dm {
+
+// ------------------------------------------------------------------ the instruction set
+// The levels the core has kernels for, lowest first: portable (no SSE2: the build other CPUs get, and
+// -DDM_PORTABLE), sse2 (any x86-64), ssse3 (blocks of 3 narrow words by byte shuffles), avx2 (for now
+// the kernels of ssse3), avx512f (whole-line gathers, tables and transposes of 4- and 8-byte words) and
+// avx512 (F, BW and VBMI: those of 1- and 2-byte words, byte permutes). The core runs at the CPU's level,
+// read once as it loads, or at a lower one that DATAMOVE_ISA names (every level a machine has is tested
+// on it; a user who meets a bug in a kernel can step around it). One selector, kIsa; every kernel asks it.
+enum Isa { IsaPortable = 0, IsaSse2, IsaSsse3, IsaAvx2, IsaAvx512f, IsaAvx512, IsaCount };
+inline const char* const kIsaNames[IsaCount] = {"portable", "sse2", "ssse3", "avx2", "avx512f", "avx512"};
+
+// The lowest level this build runs at: sse2 on x86-64 (its bodies use SSE2 unconditionally), else portable.
+constexpr int kLowestIsa = DM_HAVE_STREAM ? IsaSse2 : IsaPortable;
+
+inline int cpu_isa() {
+#if DM_HAVE_STREAM && defined(__GNUC__)
+    __builtin_cpu_init();
+#if DM_HAVE_AVX512
+    if (__builtin_cpu_supports("avx512f"))
+        return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi") ? IsaAvx512 : IsaAvx512f;
+#endif
+    if (__builtin_cpu_supports("avx2")) return IsaAvx2;
+#if DM_HAVE_SSSE3
+    if (__builtin_cpu_supports("ssse3")) return IsaSsse3;
+#endif
+#endif
+    return kLowestIsa;
+}
+
+// DATAMOVE_ISA as a level (case and surrounding blanks ignored): -1 where it is unset, empty or "native",
+// -2 where it names no level.
+inline int asked_isa() {
+    const char* value = std::getenv("DATAMOVE_ISA");
+    char word[16] = {0};
+    int n = 0;
+    for (const char* c = value ? value : ""; *c; ++c) {
+        if (*c == ' ' || *c == '\t' || *c == '\n') continue;
+        if (n == 15) return -2;
+        word[n++] = (char)std::tolower((unsigned char)*c);
+    }
+    if (n == 0 || std::strcmp(word, "native") == 0) return -1;
+    for (int k = 0; k < IsaCount; ++k)
+        if (std::strcmp(word, kIsaNames[k]) == 0) return k;
+    return -2;
+}
+
+inline const int kCpuIsa = cpu_isa();
+// The level the core runs at: the CPU's, or the lower one asked for (never under kLowestIsa; a level above
+// the CPU's, or no level, leaves the CPU's: the module warns as it loads).
+inline const int kIsa = asked_isa() >= 0 ? std::max(kLowestIsa, std::min(asked_isa(), kCpuIsa)) : kCpuIsa;
 
 
 // UNITS: whole units of output words from a table of their input offsets (zeros where kZeroWord), one
@@ -253,9 +304,9 @@ struct Carry {
 };
 
 #if DM_HAVE_AVX512
-inline const bool kAvx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
+inline const bool kAvx512 = kIsa >= IsaAvx512f;
 // AVX-512BW's masked byte loads and VBMI's byte permutes: gather_lines of 1- and 2-byte words.
-inline const bool kAvx512Bytes = kAvx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
+inline const bool kAvx512Bytes = kIsa >= IsaAvx512;
 #define DM_NARROW __attribute__((target("avx512f,avx512bw,avx512vbmi")))  // (the functions that use them)
 
 // n bytes (a multiple of 64) from s to d (on a line) around the cache, a whole line a store. Where the CPU

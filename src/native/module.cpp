@@ -189,6 +189,24 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (m == nullptr) return nullptr;
     init_pool();
     if (PyModule_AddIntConstant(m, "HAVE_STREAM", DM_HAVE_STREAM) < 0) return nullptr;
+    // The instruction set: the level it runs at, the CPU's, and every level it can run at here (tests walk them)
+    if (PyModule_AddStringConstant(m, "ISA", kIsaNames[kIsa]) < 0) return nullptr;
+    if (PyModule_AddStringConstant(m, "CPU_ISA", kIsaNames[kCpuIsa]) < 0) return nullptr;
+    PyObject* levels = PyTuple_New(kCpuIsa - kLowestIsa + 1);
+    if (levels == nullptr) return nullptr;
+    for (int k = kLowestIsa; k <= kCpuIsa; ++k) PyTuple_SET_ITEM(levels, k - kLowestIsa, PyUnicode_FromString(kIsaNames[k]));
+    if (PyModule_AddObject(m, "ISAS", levels) < 0) return Py_DECREF(levels), nullptr;
+    const int asked = asked_isa();
+    if (asked != -1 && asked != kIsa) {
+        char message[320];
+        std::snprintf(message, sizeof message,
+                      "DATAMOVE_ISA=%.40s %s: the core runs at %s (the levels here: %s to %s; 'native': the CPU's)",
+                      std::getenv("DATAMOVE_ISA"),
+                      asked == -2 ? "names no level (portable, sse2, ssse3, avx2, avx512f, avx512, native)"
+                      : asked > kCpuIsa ? "is above this CPU's level" : "is below this build's lowest level",
+                      kIsaNames[kIsa], kIsaNames[kLowestIsa], kIsaNames[kCpuIsa]);
+        if (PyErr_WarnEx(PyExc_RuntimeWarning, message, 1) < 0) return nullptr;
+    }
 #if DM_HAVE_AVX512
     const int lines = kAvx512, narrow = kAvx512Bytes;
 #else
