@@ -270,3 +270,21 @@ def test_a_fork_while_a_thread_makes_the_first_threaded_call_leaves_a_working_ch
     result = subprocess.run([sys.executable, "-c", _FORK_DURING_FIRST_THREADED_CALL], capture_output=True,
                             text=True, timeout=120)
     assert result.stdout.split() == ["exit", "0"], (result.stdout, result.stderr)
+
+
+# ------------------------------------------------------------------ guard pages at every instruction-set level
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through ctypes: Linux")
+@pytest.mark.parametrize("level", ["sse2", "ssse3", "avx2", "avx512f", "avx512"])
+def test_no_load_or_store_past_an_arrays_ends(level):
+    """Inputs and outputs right against an unreadable page, before their first byte and after their last
+    (tests/guard_page_cases.py, in a process of its own: a vector load or store past either end is a
+    SIGSEGV there): the four ops, 7 dtypes from 1 to 32 bytes, channels-first and channels-last, reversed,
+    plain and streamed, 1 and 3 threads, at each instruction-set level this CPU has, bit for bit."""
+    if level not in native_engine.core().ISAS:
+        pytest.skip(f"this CPU runs the core at most at {native_engine.core().CPU_ISA}")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard_page_cases.py")
+    result = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "DATAMOVE_ISA": level})
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert result.stdout.split() == [level, "1008"]
