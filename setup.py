@@ -5,19 +5,40 @@ generator, no build tool beyond the compiler that builds Python's own
 extensions, so ``pip install .`` works wherever CPython's headers and a C++17
 compiler are. The files compile side by side, one job per core: each word
 width's kernels are a file of their own (``word1.cpp`` ... ``word128.cpp``).
+
+Where the core cannot be built (no C++ compiler, or one that fails), the
+install still succeeds without it, with one warning line in the build log, and
+datamove runs on its NumPy engine. ``DATAMOVE_BUILD_CORE`` chooses:
+``auto`` (the default: build it if it can be), ``required`` (a failed build
+fails the install: wheels and CI use it) or ``skip`` (do not try)::
+
+    DATAMOVE_BUILD_CORE=required pip install .
 """
 
 import glob
 import os
+import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 # the word files first: the longest (8-11 s each at -O3 on the 2-core machine), so none is left to run alone at the end
 SOURCES = sorted(glob.glob("src/native/*.cpp"), key=lambda path: (not os.path.basename(path).startswith("word"), path))
 HEADERS = sorted(glob.glob("src/native/*.hpp"))
+
+
+_BUILD_CORE = ("auto", "required", "skip")
+
+
+def _build_core():
+    """``DATAMOVE_BUILD_CORE``: whether to build the core, and whether failing to is an error."""
+    value = os.environ.get("DATAMOVE_BUILD_CORE", "").strip().lower() or "auto"
+    if value not in _BUILD_CORE:
+        sys.exit(f"error: DATAMOVE_BUILD_CORE must be one of {', '.join(_BUILD_CORE)}, got {value!r}")
+    return value
 
 
 def _cores():
@@ -51,6 +72,19 @@ def _parallel_compile(compiler):
     compiler.compile = compile
 
 
+def _reason(exc):
+    """A failed build's cause in a line: setuptools' message holds the whole compiler command.
+
+    >>> _reason(Exception("Command '['false', '-O3', '-c', 'src/native/a.cpp', '-o', 'a.o']' returned non-zero exit status 1."))
+    "the compiler 'false' failed on src/native/a.cpp (exit status 1)"
+    """
+    text = str(exc)
+    found = re.search(r"Command '\['([^']*)'.*?'-c', '([^']*)'.*exit status (-?\d+)", text)
+    if found:
+        return f"the compiler {found[1]!r} failed on {found[2]} (exit status {found[3]})"
+    return text if len(text) <= 300 else text[:300] + " ..."
+
+
 class BuildExt(build_ext):
     def build_extensions(self):
         if self.compiler.compiler_type == "msvc":
@@ -72,8 +106,28 @@ class BuildExt(build_ext):
                 ext.extra_link_args = ["-pthread"]
         super().build_extensions()
 
+    def build_extension(self, ext):
+        if _build_core() == "skip":
+            return self._without_core("DATAMOVE_BUILD_CORE=skip")
+        try:
+            super().build_extension(ext)
+        except (CCompilerError, ExecError, PlatformError, OSError) as exc:
+            if not ext.optional:  # DATAMOVE_BUILD_CORE=required
+                raise
+            self._without_core(_reason(exc))
+
+    @staticmethod
+    def _without_core(reason):
+        # One line, so that it stands out in pip's log (pip install -v shows it); the extension is optional,
+        # so setuptools then installs the package without it (an editable install copies nothing).
+        print(f"WARNING: datamove's compiled core (datamove._native) was not built ({reason}); datamove is "
+              "installed without it and runs on its NumPy engine, slower on large arrays. To build it, install a "
+              "C++17 compiler and Python's headers and reinstall; DATAMOVE_BUILD_CORE=required makes this an error.",
+              file=sys.stderr, flush=True)
+
 
 setup(
-    ext_modules=[Extension("datamove._native", SOURCES, include_dirs=["src/native"], depends=HEADERS, language="c++")],
+    ext_modules=[Extension("datamove._native", SOURCES, include_dirs=["src/native"], depends=HEADERS, language="c++",
+                           optional=_build_core() != "required")],
     cmdclass={"build_ext": BuildExt},
 )

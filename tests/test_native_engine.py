@@ -795,20 +795,31 @@ def test_default_threads_follow_the_affinity_mask():
     assert _child(code, env=env).strip() == "1"
 
 
-def test_a_missing_core_is_a_clear_error_not_a_slow_fallback():
+def test_without_the_core_auto_runs_on_numpy_with_one_warning_and_native_names_the_fix():
+    # (an install without a C++ compiler has no core: tests/test_install.py builds one and runs tests/install_smoke.py)
     code = (
-        "import sys, numpy as np\n"
+        "import sys, warnings, numpy as np\n"
         "sys.modules['datamove._native'] = None  # as if the extension had not been built\n"
         "import datamove as dm\n"
-        "small = dm.space_to_depth(np.zeros((1, 1, 4, 4)), 'blocks_first', 2)  # NumPy's path needs no core\n"
+        "warnings.simplefilter('always')\n"
+        "x = np.arange(16 * 256 * 256, dtype=np.float32).reshape(1, 16, 256, 256)\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    small = dm.space_to_depth(np.zeros((1, 1, 4, 4)), 'blocks_first', 2)  # no warning: it never needs the core\n"
+        "    first = len(caught)\n"
+        "    ys = [dm.space_to_depth(x, 'blocks_first', 2) for _ in range(3)]\n"
+        "print(first, len(caught), caught[-1].category.__name__, caught[-1].lineno, str(caught[-1].message))\n"
+        "print(all(np.array_equal(y, dm.space_to_depth(x, 'blocks_first', 2, engine='numpy')) for y in ys))\n"
         "try:\n"
-        "    dm.space_to_depth(np.zeros((1, 16, 256, 256)), 'blocks_first', 2)\n"
+        "    dm.space_to_depth(x, 'blocks_first', 2, engine='native')\n"
         "except ImportError as exc:\n"
         "    print(exc)\n"
     )
-    stdout = _child(code, timeout=60)
-    assert "datamove's compiled core (datamove._native) is missing" in stdout
-    assert "pip install" in stdout and "C++17 compiler" in stdout
+    warned, same, error = _child(code, timeout=60).splitlines()
+    assert warned.startswith("0 1 RuntimeWarning 10 datamove's compiled core is not loaded"), warned  # the user's line
+    assert same == "True"
+    assert "datamove's compiled core (datamove._native) is missing" in error and "engine='native' needs it" in error
+    assert "pip install" in error and "C++17 compiler" in error
 
 
 def test_malformed_programs_are_refused():

@@ -98,12 +98,13 @@ def facts(data: Any, engine: str = "auto", out: Any = None, view: Any = False, t
         view = library.view(data)
     from .engines import array_api_engine, pallas_engine, triton_engine
 
+    nbytes = library.nbytes(data)
     return route.Facts(
         library.name, engine, view=view is not None, namespace=array_api_engine.can_take(data),
-        triton=triton_engine.can_take(data), cuda=library.cuda(data), nbytes=library.nbytes(data),
+        triton=triton_engine.can_take(data), cuda=library.cuda(data), nbytes=nbytes,
         out_view=out is None or library is not libraries.TORCH
         or (library.view(out) if target is False else target) is not None,
-        pallas=pallas_engine.can_take(data),
+        pallas=pallas_engine.can_take(data), core=engines.core_loads(engine, nbytes if view is not None else 0),
     )
 
 

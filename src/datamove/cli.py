@@ -291,6 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_verify_parser(commands)
     # Listed here for --help; main() hands "bench ..." to datamove.bench, which has its own options.
     commands.add_parser("bench", add_help=False, help="run the benchmark suite (datamove bench --help)")
+    about = commands.add_parser(
+        "info", help="this install: version, compiled core (loaded or why not), instruction set, threads, libraries",
+        description="Print datamove's version, whether its compiled core is loaded (and why not), the instruction "
+                    "set it runs at, its threads, and the optional libraries installed (found, not imported).",
+    )
+    about.add_argument("--json", action="store_true", help="print the same as one JSON object")
+    about.set_defaults(handler=_info_command)
     return parser
 
 
@@ -358,6 +365,19 @@ def _run_command(args: argparse.Namespace) -> int:
     # file renamed over it, so the mapping keeps reading the old one.
     save_npy(args.output, result)
     print(summary)
+    return 0
+
+
+def _info_command(args: argparse.Namespace) -> int:
+    from . import info
+
+    facts = info.info()
+    if args.json:
+        import json
+
+        print(json.dumps(facts, indent=2))
+    else:
+        print(info.report(facts))
     return 0
 
 

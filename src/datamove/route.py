@@ -11,8 +11,8 @@ facts are gathered by :mod:`datamove.arrays`, which then follows the route.
 >>> torch_cpu = Facts("torch.Tensor", "auto", view=True, namespace=True, triton=False, cuda=False, nbytes=1 << 20)
 >>> route(torch_cpu)
 Route(engine='native', through_view=True)
->>> route(torch_cpu._replace(nbytes=4096))
-Route(engine='numpy', through_view=True)
+>>> route(torch_cpu._replace(nbytes=4096)), route(torch_cpu._replace(core=False))   # small; no compiled core
+(Route(engine='numpy', through_view=True), Route(engine='numpy', through_view=True))
 >>> route(torch_cpu._replace(view=False))          # a tensor that needs a gradient: no view
 Route(engine='array_api', through_view=False)
 >>> cuda = torch_cpu._replace(view=False, triton=True, cuda=True, nbytes=TRITON_MIN_BYTES)
@@ -78,6 +78,8 @@ class Facts(NamedTuple):
     plain: bool = True
     #: The Pallas engine can take it (a JAX array of whole-byte items on one device; off a GPU, interpreted).
     pallas: bool = False
+    #: The compiled core is loaded (an install without a C++ compiler has none: ``"auto"`` runs on NumPy).
+    core: bool = True
 
 
 class Route(NamedTuple):
@@ -123,7 +125,8 @@ def route(facts: Facts) -> Route:
         if facts.pallas and facts.cuda and facts.nbytes >= PALLAS_MIN_BYTES:
             return Route("pallas", False)  # the same, in Pallas, for JAX
         if facts.view and facts.out_view and (facts.kind in _VIEWED or not facts.namespace):
-            return Route("native" if facts.nbytes >= NATIVE_MIN_BYTES and facts.plain else "numpy", True)
+            native = facts.nbytes >= NATIVE_MIN_BYTES and facts.plain and facts.core
+            return Route("native" if native else "numpy", True)
         if facts.namespace:
             return Route("array_api", False)
         raise DataMoveError(f"no engine of this version can take a {facts.kind}; convert it with numpy.asarray")

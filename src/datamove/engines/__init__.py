@@ -36,7 +36,7 @@ from ..route import ENGINES, NATIVE_MIN_BYTES  # the route table's names and thr
 if TYPE_CHECKING:
     from ..call import Call
 
-__all__ = ["ENGINES", "NATIVE_MIN_BYTES", "Engine", "get", "select", "numpy_facts", "check_name"]
+__all__ = ["ENGINES", "NATIVE_MIN_BYTES", "Engine", "get", "select", "numpy_facts", "core_loads", "check_name"]
 
 
 # The engines this version provides, by module.
@@ -73,10 +73,25 @@ def check_name(engine: object) -> str:
 
 
 def numpy_facts(engine: str, array: np.ndarray) -> route.Facts:
-    """The route table's facts of a NumPy array (answered without importing any engine)."""
+    """The route table's facts of a NumPy array (answered without importing any engine but the core's,
+    which ``import datamove`` loads)."""
     kind = array.dtype.kind
+    plain = kind != "O"
     return route.Facts("numpy.ndarray", engine, view=True, namespace=kind in "biufc", triton=False, cuda=False,
-                       nbytes=array.nbytes, plain=kind != "O")
+                       nbytes=array.nbytes, plain=plain, core=core_loads(engine, array.nbytes, plain))
+
+
+def core_loads(engine: str, nbytes: int, plain: bool = True) -> bool:
+    """Whether the compiled core is loaded; without it, the first ``"auto"`` call that it would have run
+    warns, once per process, that it runs on NumPy (engine="native" raises the error naming the fix)."""
+    from . import native_engine
+
+    if native_engine._native is not None:
+        return True
+    loads = native_engine.available()
+    if not loads and engine == "auto" and plain and nbytes >= NATIVE_MIN_BYTES:
+        native_engine.warn_missing()
+    return loads
 
 
 def select(engine: object, array: np.ndarray) -> Engine:

@@ -27,7 +27,10 @@ straight from registers.
 
 from __future__ import annotations
 
-from types import ModuleType
+import os
+import sys
+import warnings
+from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -43,30 +46,70 @@ from .units import lower_units
 if TYPE_CHECKING:
     from ..call import Call
 
-__all__ = ["run", "execute", "can_take", "core", "STREAM_BYTES", "program"]
+__all__ = ["run", "execute", "can_take", "core", "available", "warn_missing", "STREAM_BYTES", "program"]
 
 
 _native: Optional[ModuleType] = None
+#: Why the core did not load (the ImportError's message), once a load has failed; None before, or if it loaded.
+missing: Optional[str] = None
+_warned = False
 
 
 def core() -> ModuleType:
-    """The extension module, loaded on the first call that needs it; a clear ImportError when it is missing."""
-    global _native, STREAM_BYTES
+    """The extension module, loaded on the first call that needs it; a clear ImportError when it is missing.
+
+    A failed load is tried once per process: later calls raise the same error at once.
+    """
+    global _native, STREAM_BYTES, missing
     if _native is not None:
         return _native
+    if missing is None:
+        try:
+            from .. import _native as module
+        except ImportError as exc:
+            missing = str(exc) or type(exc).__name__
+        else:
+            if STREAM_BYTES is None:
+                STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
+            _native = module
+            return module
+    raise ImportError(
+        f"datamove's compiled core (datamove._native) is missing or does not load ({missing}); engine='native' "
+        "needs it (engine='auto' runs without it, on NumPy). Install a wheel of datamove built for this platform, "
+        "or reinstall from source on a machine with a C++17 compiler and Python's headers: "
+        "'DATAMOVE_BUILD_CORE=required pip install --force-reinstall --no-deps .' in the source tree "
+        "('python -m datamove info' says whether it loaded)"
+    )
+
+
+def available() -> bool:
+    """Whether the compiled core loads (tried once per process; datamove's import tries it)."""
     try:
-        from .. import _native as module
-    except ImportError as exc:
-        raise ImportError(
-            "datamove's compiled core (datamove._native) is missing or does not load "
-            f"({exc}); it is built from source when datamove is installed: reinstall with "
-            "'pip install --force-reinstall --no-deps .' from the source tree (or 'pip install --no-binary datamove "
-            "datamove') on a machine with a C++17 compiler and Python's headers"
-        ) from exc
-    if STREAM_BYTES is None:
-        STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
-    _native = module
-    return module
+        core()
+    except ImportError:
+        return False
+    return True
+
+
+def warn_missing() -> None:
+    """Warn, once per process, that a large call runs on NumPy because the core is missing."""
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(f"datamove's compiled core is not loaded ({missing}): large arrays run on the NumPy engine, "
+                      "several times slower; 'python -m datamove info' says why and how to build it",
+                      RuntimeWarning, stacklevel=_caller_outside())
+
+
+def _caller_outside() -> int:
+    """The ``stacklevel`` that names, from the function calling this, the first frame outside datamove
+    (the user's line: the call paths into the engines differ in depth)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame: Optional[FrameType] = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 _PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "fill": 4, "gather_window": 5, "scatter_window": 6}
 
