@@ -288,3 +288,63 @@ def test_no_load_or_store_past_an_arrays_ends(level):
                             env={**os.environ, "DATAMOVE_ISA": level})
     assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
     assert result.stdout.split() == [level, "1008"]
+
+
+# ------------------------------------------------------------------ the core under the sanitizers
+
+def _compile_core(flags, name):
+    """The core's sources compiled here with ``flags`` (each file a job, one per core), linked as ``name``."""
+    import shlex
+    import shutil
+    import sysconfig
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+    from glob import glob
+
+    cxx = shlex.split(sysconfig.get_config_var("CXX") or "c++")
+    if shutil.which(cxx[0]) is None:
+        pytest.skip("no C++ compiler")
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "native")
+    out = tempfile.mkdtemp(prefix="datamove-core-")
+    common = ["-std=c++17", "-fPIC", *flags, "-I", sysconfig.get_paths()["include"], "-I", folder]
+
+    def one(source):
+        target = os.path.join(out, os.path.basename(source) + ".o")
+        subprocess.run(cxx + common + ["-c", source, "-o", target], check=True, capture_output=True, timeout=600)
+        return target
+
+    with ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)))) as pool:
+        objects = list(pool.map(one, sorted(glob(os.path.join(folder, "*.cpp")))))
+    target = os.path.join(out, name)
+    subprocess.run(cxx + ["-shared", *flags, *objects, "-o", target, "-pthread"], check=True, capture_output=True,
+                   timeout=300)
+    return target
+
+
+@pytest.fixture(scope="module")
+def sanitized_core():
+    runtime = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not sys.platform.startswith("linux") or not os.path.isfile(runtime):
+        pytest.skip("needs GCC's AddressSanitizer runtime (Linux)")
+    # -O0: the build takes a third of -O1's (about 45 s on 2 cores) and the runs are short
+    flags = ["-O0", "-g1", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+    return _compile_core(flags, "sanitized_native.so"), runtime
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["sse2", "ssse3", "avx2", "avx512f", "avx512"])
+def test_the_core_under_address_and_undefined_behaviour_sanitizers(sanitized_core, level):
+    """The core built with -fsanitize=address,undefined, its runtime preloaded into Python
+    (tests/sanitizer_cases.py): the native tests' tile sweep and 100 random calls, plain and streamed, the
+    guard-page cases in the sanitizer's redzones, and each pattern's out-of-bounds programs (refused before a
+    byte moves), at each instruction-set level this CPU has; any report aborts the process."""
+    if level not in native_engine.core().ISAS:
+        pytest.skip(f"this CPU runs the core at most at {native_engine.core().CPU_ISA}")
+    path, runtime = sanitized_core
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sanitizer_cases.py")
+    env = {**os.environ, "DATAMOVE_ISA": level, "LD_PRELOAD": runtime,
+           "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:verify_asan_link_order=0",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    result = subprocess.run([sys.executable, script, path], capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, (result.returncode, result.stderr[-4000:])
+    assert result.stdout.split() == [level, str(2 * 280 + 1008), "26"], result.stdout
