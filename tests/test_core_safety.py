@@ -348,3 +348,26 @@ def test_the_core_under_address_and_undefined_behaviour_sanitizers(sanitized_cor
     result = subprocess.run([sys.executable, script, path], capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, (result.returncode, result.stderr[-4000:])
     assert result.stdout.split() == [level, str(2 * 280 + 1008), "26"], result.stdout
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 3, 65535, 65536, 65537, 3 * 65536 + 5, 1 << 21])
+def test_the_core_copy_loop_the_bench_floor_uses(nbytes):
+    """core.copy(src, dst, threads, stream): every byte of src into dst (64 KiB rows and a rest), plain or
+    streamed, 1 to 3 threads, nothing past dst's end; buffers of other sizes, not contiguous, or read-only
+    are refused."""
+    core = native_engine.core()
+    rng = np.random.default_rng(nbytes)
+    src = rng.integers(0, 256, nbytes, dtype=np.uint8)
+    for threads in (1, 3):
+        for stream in (0, 1):
+            dst = np.zeros(nbytes + 64, np.uint8)
+            core.copy(src, dst[:nbytes], threads, stream)
+            assert dst[:nbytes].tobytes() == src.tobytes() and not dst[nbytes:].any()
+    with pytest.raises(ValueError, match="src has 16 bytes, dst 15"):
+        core.copy(np.zeros(16, np.uint8), np.zeros(15, np.uint8), 1, 0)
+    with pytest.raises((BufferError, ValueError), match="contiguous"):
+        core.copy(np.zeros(32, np.uint8)[::2], np.zeros(16, np.uint8), 1, 0)
+    read_only = np.zeros(16, np.uint8)
+    read_only.setflags(write=False)
+    with pytest.raises((BufferError, TypeError)):
+        core.copy(np.zeros(16, np.uint8), read_only, 1, 0)

@@ -3,6 +3,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <array>
+
 #include "core.hpp"
 
 namespace {
@@ -127,6 +129,47 @@ PyObject* py_cache_bytes(PyObject*, PyObject*) {
 
 PyObject* py_workers(PyObject*, PyObject*) { return PyLong_FromLong(pool_workers()); }
 
+// copy(src, dst, threads, stream): dst's bytes become src's (two C-contiguous buffers of one size) by a
+// plain copy loop, 64 KiB rows shared among the threads as any job's, its stores streamed around the cache
+// where `stream` asks and the CPU has them: the physical floor the bench holds every case to, beside
+// np.copyto (which glibc's memcpy streams only above its own threshold).
+PyObject* py_copy(PyObject*, PyObject* args) {
+    Py_buffer src, dst;
+    int threads, stream;
+    if (!PyArg_ParseTuple(args, "y*w*ii", &src, &dst, &threads, &stream)) return nullptr;
+    struct Release {
+        Py_buffer *a, *b;
+        ~Release() { PyBuffer_Release(a), PyBuffer_Release(b); }
+    } release{&src, &dst};
+    if (src.len != dst.len) {
+        PyErr_Format(PyExc_ValueError, "datamove._native.copy: src has %zd bytes, dst %zd", src.len, dst.len);
+        return nullptr;
+    }
+    constexpr int64_t kRow = 64 << 10;
+    const int64_t rows = src.len / kRow, rest = src.len % kRow;
+    // one CONTIGUOUS step of whole rows, one of the rest (see common.hpp)
+    int64_t program[1 + 2 * 17] = {0};
+    int64_t* at = program + 1;
+    for (const auto& [count, size, start] : {std::array<int64_t, 3>{rows, kRow, 0}, std::array<int64_t, 3>{1, rest, rows * kRow}}) {
+        if (count == 0 || size == 0) continue;
+        const int64_t step[17] = {CONTIGUOUS, 1, 0, 0, 0, start, start, 3, count, size, size, 1, 0, 0, size, 1, 1};
+        std::copy(step, step + 17, at);
+        at += 17, ++program[0];
+    }
+    Step steps[2];
+    int64_t total = 0;
+    if (!parse(program, at - program, steps, (int)program[0], &total, src.len, dst.len)) {
+        PyErr_SetString(PyExc_ValueError, "datamove._native.copy: a malformed copy");
+        return nullptr;
+    }
+    for (int k = 0; k < (int)program[0]; ++k) steps[k].nt = stream != 0 && DM_HAVE_STREAM;
+    Job job{0, steps, (int)program[0], total, static_cast<char*>(src.buf), static_cast<char*>(dst.buf),
+            stream != 0 && DM_HAVE_STREAM, 1};
+    threads = std::max(1, std::min(threads, kMaxThreads));
+    Py_BEGIN_ALLOW_THREADS run_job(job, threads);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 PyObject* py_streams(PyObject*, PyObject* args) {
     Py_buffer program;
     unsigned long long dst;
@@ -174,6 +217,9 @@ PyMethodDef methods[] = {
     {"cache_bytes", py_cache_bytes, METH_NOARGS,
      "The size in bytes of the last-level cache instance cpu0 shares (sysfs, else sysconf), or 0 when unknown."},
     {"workers", py_workers, METH_NOARGS, "The pool's started worker threads in this process (0 in a new fork)."},
+    {"copy", py_copy, METH_VARARGS,
+     "copy(src, dst, threads, stream): dst's bytes become src's (C-contiguous, one size) by a plain copy loop on "
+     "the core's threads, its stores streamed around the cache where stream is true and the CPU has them."},
     {"streams", py_streams, METH_VARARGS,
      "streams(program, dst_address, registers=False): whether run() with stream=2 (registers: 1) streams this "
      "program's stores (every piece whole)."},
