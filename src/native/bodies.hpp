@@ -87,7 +87,7 @@ constexpr int kApartRounds = (W == 1 ? 5 : 4) - (B == 4 ? 2 : 1);
 
 // out row j, positions [0, n - n % P)  <-  in[B * i + j]: P = 32 / (W * B) positions per block.
 template <int W, int B>
-inline int64_t gather_unpack(const char* in, char* const o[B], int64_t n) {
+inline int64_t gather_unpack(const char* in, char* const* o, int64_t n) {
     constexpr int P = 32 / (W * B);
     int64_t i = 0;
     for (; i + P <= n; i += P) {
@@ -112,7 +112,7 @@ inline int64_t gather_unpack(const char* in, char* const o[B], int64_t n) {
 
 // out[B * i + j]  <-  in row j, positions [0, n - n % P): the mirror image (log2(B) rounds).
 template <int W, int B>
-inline int64_t scatter_unpack(const char* const in[B], char* out, int64_t n) {
+inline int64_t scatter_unpack(const char* const* in, char* out, int64_t n) {
     constexpr int P = 32 / (W * B);
     int64_t i = 0;
     for (; i + P <= n; i += P) {
@@ -240,7 +240,7 @@ __attribute__((target("ssse3"))) inline int64_t scatter3_narrow(const char* i0, 
 #endif
 
 template <typename T, int B>
-inline int64_t gather_simd(const T* in, T* const o[B], int64_t n) {
+inline int64_t gather_simd(const T* in, T* const* o, int64_t n) {  // (o: B rows)
 #if DM_HAVE_STREAM
     if (std::is_same<T, uint32_t>::value && B == 3)
         return gather3_words(reinterpret_cast<const uint32_t*>(in), reinterpret_cast<uint32_t*>(o[0]),
@@ -264,7 +264,7 @@ inline int64_t gather_simd(const T* in, T* const o[B], int64_t n) {
 }
 
 template <typename T, int B>
-inline int64_t scatter_simd(const T* const in[B], T* out, int64_t n) {
+inline int64_t scatter_simd(const T* const* in, T* out, int64_t n) {  // (in: B rows)
 #if DM_HAVE_STREAM
     if constexpr (sizeof(T) <= 2 && (B == 2 || B == 4)) {
         const char* rows[B];

@@ -1107,7 +1107,7 @@ inline void gather(const T* src, T* dst, int64_t a, int64_t b, const Rows<B>& ro
 // out[k * B + j] <- in[j][k], k < 16 / W: the B rows' 16 bytes from `in`, interleaved in registers and
 // stored at o (streamed when NT), for B = 2 or 4 rows of W = 4 or 8 bytes.
 template <int W, int B, bool NT>
-inline void interleave16(const char* const in[B], int64_t at, __m128i* o) {
+inline void interleave16(const char* const* in, int64_t at, __m128i* o) {
     __m128i r[B];
     for (int j = 0; j < B; ++j) r[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in[j] + at));
     auto put = [](__m128i* p, __m128i v) {
@@ -1173,7 +1173,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter2_lines(const char
 
 #if DM_HAVE_STREAM
 template <int W, int B, bool NT>
-inline void scatter_span(const char* const in[B], char* out, int64_t t0, int64_t t1) {
+inline void scatter_span(const char* const* in, char* out, int64_t t0, int64_t t1) {
     constexpr int64_t P = 16 / W;  // positions in a 16-byte load
     auto one = [&](int64_t t) {
         const char* from = in[t % B] + t / B * W;
@@ -1214,7 +1214,7 @@ inline void scatter_span(const char* const in[B], char* out, int64_t t0, int64_t
 #endif
 
 template <int W, int B>
-inline bool scatter_direct(const char* const in[B], char* out, int64_t t0, int64_t t1, Carry* carry) {
+inline bool scatter_direct(const char* const* in, char* out, int64_t t0, int64_t t1, Carry* carry) {  // (in: B rows)
 #if DM_HAVE_STREAM
     if constexpr ((W == 4 || W == 8) && (B == 2 || B == 4)) {
         const uintptr_t at = reinterpret_cast<uintptr_t>(out);
