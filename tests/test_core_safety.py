@@ -292,7 +292,7 @@ def test_no_load_or_store_past_an_arrays_ends(level):
 
 # ------------------------------------------------------------------ the core under the sanitizers
 
-def _compile_core(flags, name):
+def compile_core(flags, name):
     """The core's sources compiled here with ``flags`` (each file a job, one per core), linked as ``name``."""
     import shlex
     import shutil
@@ -328,7 +328,7 @@ def sanitized_core():
         pytest.skip("needs GCC's AddressSanitizer runtime (Linux)")
     # -O0: the build takes a third of -O1's (about 45 s on 2 cores) and the runs are short
     flags = ["-O0", "-g1", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
-    return _compile_core(flags, "sanitized_native.so"), runtime
+    return compile_core(flags, "sanitized_native.so"), runtime
 
 
 @pytest.mark.slow

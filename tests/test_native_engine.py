@@ -2180,21 +2180,11 @@ def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
 @functools.lru_cache(maxsize=None)
 def _core_built_with(flag):
     """The core compiled here at -O1 with ``flag`` (once a test session), loaded beside the installed one."""
-    import glob
     import importlib.util
-    import shlex
-    import shutil
-    import sysconfig
-    import tempfile
 
-    cxx = shlex.split(sysconfig.get_config_var("CXX") or "c++")
-    if shutil.which(cxx[0]) is None:
-        pytest.skip("no C++ compiler")
-    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "native")
-    sources = sorted(glob.glob(os.path.join(folder, "*.cpp")))
-    target = os.path.join(tempfile.mkdtemp(prefix="datamove-core-"), "portable_native.so")
-    subprocess.run(cxx + ["-O1", "-std=c++17", "-fPIC", "-shared", flag, "-I", sysconfig.get_paths()["include"], "-I", folder,
-                          *sources, "-o", target, "-pthread"], check=True, capture_output=True, timeout=300)
+    from test_core_safety import compile_core
+
+    target = compile_core(["-O1", flag], "portable_native.so")
     spec = importlib.util.spec_from_file_location("datamove._native", target)
     portable = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(portable)
