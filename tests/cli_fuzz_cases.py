@@ -80,8 +80,8 @@ WEIRD = [
 ]
 BAD_OPS = ["", "batch_to_Space", "batchtospace", "Reshape", "space_to_depth\n", "\u015dpace_to_depth",
            "batch_to_space ", "x" * 3000, "../x", "\x1b[31m", "\udcff", "SpaceToDepth-1", "space-to-depth",
-           "-", "--", "bench", "shape", "run", "check"]
-COMMANDS = ["shape", "run", "check", "", "Shape", "runn", "chek", "x" * 3000, "\n", "-v", "--versio"]
+           "-", "--", "bench", "shape", "run", "run-model", "check"]
+COMMANDS = ["shape", "run", "run-model", "check", "", "Shape", "runn", "chek", "x" * 3000, "\n", "-v", "--versio"]
 
 # ----------------------------------------------------------------- small helpers
 
@@ -867,7 +867,7 @@ def _check_command(rng: random.Random, pool: Pool) -> Command:
 
 def _run_ir_command(rng: random.Random, pool: Pool, in_process: bool = True) -> Command:
     model = _pick(rng, pool.models)
-    argv = ["run", model.xml]
+    argv = ["run-model", model.xml]
     for name, npy in model.inputs.items():
         r = rng.random()
         if r < 0.75:

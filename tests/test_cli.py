@@ -1,4 +1,4 @@
-"""The ``datamove`` command: ``shape`` and ``run``, their notation, and every error path."""
+"""The ``datamove`` command: ``shape`` and ``run``, their notation, every error path; each command's own help."""
 
 from __future__ import annotations
 
@@ -373,7 +373,7 @@ RUN_ERRORS = [
     ("good", "space_to_depth", ["--mode", "blocks_first", "--block-size", "2"], "rank >= 3, got rank 2"),
     ("good", "space_to_batch", ["--block-shape", "1,4", "--pads-begin", "0,0", "--pads-end", "0,1"],
      "data.shape[1] + pads_begin[1] + pads_end[1] = 7 is not divisible by block_shape[1] = 4"),
-    ("good", "batch_to_space", [*B2S_OK, "--engine", "warp"], "engine must be 'auto' or one of"),
+    ("good", "batch_to_space", [*B2S_OK, "--engine", "warp"], "argument --engine: invalid choice: 'warp' (choose from 'auto', "),
 ]
 
 
@@ -410,11 +410,73 @@ def test_a_type_error_from_datamove_is_one_line(capsys, npy_files, monkeypatch):
 # ------------------------------------------------------------------ help, version, the real command
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["shape", "--help"], ["run", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["shape", "--help"], ["run", "--help"], ["run-model", "--help"]])
 def test_help_exits_0_with_an_example(capsys, argv):
     status, out, err = run_cli(capsys, *argv)
     assert (status, err) == (0, "")
     assert "examples:" in out and "datamove " in out
+
+
+COMMANDS = ["shape", "run", "run-model", "check", "inspect", "verify", "bench", "info"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_has_its_own_help(capsys, command):
+    status, out, err = run_cli(capsys, command, "--help")
+    assert (status, err) == (0, "")
+    assert out.startswith(f"usage: datamove {command} ")
+    # the top-level help lists it
+    assert f"    {command} " in run_cli(capsys, "--help")[1]
+
+
+EXAMPLE_MODEL = "examples/ir/space_to_depth.xml"
+
+
+@pytest.mark.parametrize("argv, command", [
+    (["run", "space_to_depth", "in.npy"], "run"),             # OUTPUT.npy missing
+    (["run", "space_to_depth", "a.npy", "b.npy", "--engine", "cuda"], "run"),
+    (["run-model", EXAMPLE_MODEL, "-i", "data=x.npy"], "run-model"),   # -o missing
+    (["run-model", EXAMPLE_MODEL, "-o", "o.npz", "--engine", "cuda"], "run-model"),
+    (["run-model", EXAMPLE_MODEL, "-o", "o.npz", "--quiet", "--progress"], "run-model"),
+    (["run", EXAMPLE_MODEL, "-i", "data=x.npy"], "run-model"),   # the former spelling of run-model
+    (["shape", "space_to_depth"], "shape"),                   # --shape missing
+    (["check"], "check"),
+    (["inspect"], "inspect"),
+    (["verify"], "verify"),
+    (["info", "--yaml"], "info"),
+])
+def test_usage_errors_point_to_their_own_commands_help(capsys, monkeypatch, argv, command):
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    status, out, err = run_cli(capsys, *argv)
+    error = err.splitlines()[-1]  # after the former spelling's warning
+    assert status == 2 and out == ""
+    assert error.startswith("datamove: error: ") and error.endswith(f"(see 'datamove {command} --help')"), err
+
+
+def test_engine_choices_are_the_engine_registry(capsys):
+    from datamove.route import ENGINES
+
+    choices = "{" + ",".join(["auto", *ENGINES]) + "}"
+    for command in ("run", "run-model", "bench"):
+        assert f"--engine {choices}" in run_cli(capsys, command, "--help")[1], command
+    status, _, err = run_cli(capsys, "run", "space_to_depth", "a.npy", "b.npy", "--engine", "cuda")
+    assert status == 2 and "invalid choice: 'cuda' (choose from " + ", ".join(
+        repr(name) for name in ("auto", *ENGINES)) + ")" in err
+
+
+def test_run_model_is_its_own_command_and_the_former_spelling_still_runs(capsys, tmp_path):
+    np.save(tmp_path / "x.npy", np.arange(5 * 7 * 4 * 6, dtype=np.float32).reshape(5, 7, 4, 6))
+    runs = {}
+    for command in ("run-model", "run"):
+        output = tmp_path / f"{command}.npz"
+        status, out, err = run_cli(capsys, command, EXAMPLE_MODEL, "-i", f"data={tmp_path / 'x.npy'}", "-o", str(output))
+        assert status == 0 and out.endswith(": output: [5, 28, 2, 3] float32\n"), (out, err)
+        with np.load(output) as saved:
+            runs[command] = (saved["output"], err)
+    assert np.array_equal(runs["run"][0], runs["run-model"][0])
+    assert runs["run-model"][1] == ""
+    assert runs["run"][1] == ("datamove: warning: 'datamove run MODEL.xml' is now 'datamove run-model MODEL.xml'; "
+                              "the old spelling will be removed\n")
 
 
 def test_shape_help_documents_the_notation(capsys):

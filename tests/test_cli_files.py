@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import stat
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def test_run_model_output_over_its_own_input(tmp_path, capsys):
     model = identity_model(tmp_path)
     x = np.random.default_rng(0).standard_normal((8, 16, 16, 4)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "x.npy")]) == 0
+    assert main(["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "x.npy")]) == 0
     with np.load(tmp_path / "x.npy") as saved:  # an .npz now, holding the input whole
         np.testing.assert_array_equal(saved["same"], x)
 
@@ -74,7 +75,7 @@ def test_run_model_output_over_its_weights(tmp_path):
     x = np.ones((8, 16, 16, 4), np.float32)
     np.save(tmp_path / "x.npy", x)
     weights = np.arange((2 << 20) // 4, dtype=np.float32)
-    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "model.bin")]) == 0
+    assert main(["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "model.bin")]) == 0
     with np.load(tmp_path / "model.bin") as saved:
         np.testing.assert_array_equal(saved["weights"], weights)
         np.testing.assert_array_equal(saved["same"], x)
@@ -116,9 +117,9 @@ def test_failed_write_of_a_new_file_leaves_nothing(tmp_path):
     one_line_error(run_limited(["run", "batch_to_space", "x.npy", "new.npy", *B2S], 64 << 10, tmp_path))
     model = identity_model(tmp_path, shape=(4, 64, 64, 8))
     before = snapshot(tmp_path)
-    one_line_error(run_limited(["run", model.name, "-i", "data=x.npy", "-o", "out.npz"], 64 << 10, tmp_path),
+    one_line_error(run_limited(["run-model", model.name, "-i", "data=x.npy", "-o", "out.npz"], 64 << 10, tmp_path),
                    "cannot write out.npz")
-    one_line_error(run_limited(["run", model.name, "-i", "data=x.npy", "-o", "x.npy"], 64 << 10, tmp_path),
+    one_line_error(run_limited(["run-model", model.name, "-i", "data=x.npy", "-o", "x.npy"], 64 << 10, tmp_path),
                    "cannot write x.npy")
     assert snapshot(tmp_path) == before
 
@@ -154,7 +155,7 @@ def test_a_missing_directory_is_refused_before_the_work(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.zeros((4, 2, 2, 1), np.float32))
     model = identity_model(tmp_path, shape=(4, 2, 2, 1))
     for argv in (["run", "batch_to_space", str(tmp_path / "x.npy"), str(tmp_path / "no" / "y.npy"), *B2S],
-                 ["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "no" / "y.npz")]):
+                 ["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "no" / "y.npz")]):
         assert main(argv) == 2
         assert "No such file or directory" in capsys.readouterr().err
 
@@ -211,7 +212,7 @@ def test_output_names_an_archive_cannot_hold_are_refused(tmp_path, capsys, name,
     ir.layers[-1] = ir.layers[-1].replace("<layer ", f'<layer output_names="{attribute}" ', 1)
     model = ir.write(tmp_path)
     np.save(tmp_path / "x.npy", np.zeros((4, 2, 2, 1), np.float32))
-    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]) == 2
+    assert main(["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]) == 2
     err = capsys.readouterr().err
     assert problem in err and err.count("\n") == 1 and len(err) < 400, err[:500]
     assert not (tmp_path / "out.npz").exists()
@@ -222,7 +223,7 @@ def test_names_with_slashes_inside_are_kept(tmp_path, capsys):
     ir.result(ir.parameter("data", (4, 2, 2, 1)), output_name="model/conv1/BiasAdd:0")
     model = ir.write(tmp_path)
     np.save(tmp_path / "x.npy", np.ones((4, 2, 2, 1), np.float32))
-    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]) == 0
+    assert main(["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]) == 0
     with np.load(tmp_path / "out.npz") as saved:
         assert saved["model/conv1/BiasAdd:0"].sum() == 16
 
@@ -241,7 +242,7 @@ def padding_bomb(folder: pathlib.Path, pad: int) -> pathlib.Path:
 def test_run_model_has_a_default_memory_bound(tmp_path, capsys):
     model = padding_bomb(tmp_path, 16384)  # 1 GiB from 16 bytes
     np.save(tmp_path / "x.npy", np.ones((1, 2, 2, 1), np.float32))
-    argv = ["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]
+    argv = ["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "max_bytes = 268435456" in err and "--max-bytes" in err, err
@@ -249,7 +250,7 @@ def test_run_model_has_a_default_memory_bound(tmp_path, capsys):
     assert "max_bytes = 65536" in capsys.readouterr().err
     assert not (tmp_path / "out.npz").exists()
     small = padding_bomb(tmp_path, 100)
-    assert main(["run", str(small), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz"),
+    assert main(["run-model", str(small), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz"),
                  "--max-bytes", "none"]) == 0
     with np.load(tmp_path / "out.npz") as saved:
         assert saved["out"].shape == (1, 102, 102, 1) and saved["out"].sum() == 4
@@ -259,7 +260,7 @@ def test_run_model_has_a_default_memory_bound(tmp_path, capsys):
 def test_max_bytes_option_is_validated(tmp_path, capsys, text):
     model = padding_bomb(tmp_path, 1)
     np.save(tmp_path / "x.npy", np.ones((1, 2, 2, 1), np.float32))
-    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "o.npz"),
+    assert main(["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "o.npz"),
                  f"--max-bytes={text}"]) == 2
     err = capsys.readouterr().err
     assert "--max-bytes" in err and err.count("\n") == 1 and len(err) < 300, err
@@ -347,7 +348,7 @@ def test_a_folder_gets_one_npy_per_output(tmp_path, capsys):
     model = s2d_model(tmp_path, extra_result=True)
     x = np.random.default_rng(1).standard_normal((4, 8, 64, 64)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out") + "/"]) == 0
+    assert main(["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out") + "/"]) == 0
     assert "model/packed: [4, 32, 32, 32] float32" in capsys.readouterr().out
     from datamove import space_to_depth
 
@@ -367,7 +368,7 @@ def test_a_folder_output_is_never_held_in_memory(tmp_path):
         tracemalloc.start()
         try:
             output = str(tmp_path / "out") + ("/" if target.endswith("/") else ".npz")  # pathlib drops a final /
-            assert main(["run", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", output]) == 0
+            assert main(["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", output]) == 0
             peaks[target] = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -381,12 +382,12 @@ def test_a_failed_folder_write_changes_nothing(tmp_path):
     (tmp_path / "out" / "model").mkdir(parents=True)
     np.save(tmp_path / "out" / "model" / "packed.npy", np.zeros(3))
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    result = run_limited(["run", model.name, "-i", "data=x.npy", "-o", "out/"], 256 << 10, tmp_path)
+    result = run_limited(["run-model", model.name, "-i", "data=x.npy", "-o", "out/"], 256 << 10, tmp_path)
     one_line_error(result, "cannot write out/", "no output file was changed")
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 
 
-def test_the_progress_bar_only_on_a_terminal_and_only_when_slow(capsys):
+def test_the_progress_counts_bytes_shows_the_time_left_and_only_when_slow(capsys):
     from datamove.ir.commands import _Progress
     from datamove.ir.model import Layer
 
@@ -394,14 +395,64 @@ def test_the_progress_bar_only_on_a_terminal_and_only_when_slow(capsys):
     now = [0.0]
     progress = _Progress(True)
     progress.start, progress.clock = 0.0, lambda: now[0]
-    progress(0, 4, layer)
+    progress(0, 128 << 20, layer)
     assert capsys.readouterr().err == ""  # the first half second is silent
-    now[0] = 1.0
-    progress(2, 4, layer)
-    assert capsys.readouterr().err == "\rdatamove run: [############            ] layer 3/4 (BatchToSpace)\x1b[K"
-    progress(4, 4, None)
+    now[0] = 0.6
+    progress(0, 128 << 20, layer)
+    assert capsys.readouterr().err == ("\rdatamove run-model: [                        ] 0 B of 128.0 MiB, "
+                                       "time left unknown yet (BatchToSpace)\x1b[K")
+    now[0] = 1.0  # a quarter of the bytes in a second: three seconds left
+    progress(32 << 20, 128 << 20, layer)
+    assert capsys.readouterr().err == ("\rdatamove run-model: [######                  ] 32.0 MiB of 128.0 MiB, "
+                                       "0:03 left (BatchToSpace)\x1b[K")
+    progress(128 << 20, 128 << 20, None)
     assert capsys.readouterr().err == "\r\x1b[K"
     quiet = _Progress(False)
     quiet.clock = lambda: 10.0
     quiet(1, 4, layer)
     assert capsys.readouterr().err == ""
+
+
+def b2s_convert_model(folder: pathlib.Path) -> pathlib.Path:
+    """float32 [8, 2, 4, 4] -> BatchToSpace (2 x 2 block, crops of 1 on H) -> Convert to f64 -> Result.
+
+    The bytes written: 768 by BatchToSpace ([2, 2, 6, 8] float32), 1,536 by the Convert; none by the rest.
+    """
+    ir = IR()
+    data = ir.parameter("data", (8, 2, 4, 4))
+    params = [ir.const(np.array(v, np.int64)) for v in ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 1, 0])]
+    b2s = ir.op("BatchToSpace", [data, *params])
+    ir.result(ir.op("Convert", [b2s], {"destination_type": "f64"}), output_name="wide")
+    return ir.write(folder)
+
+
+def test_a_models_progress_is_the_bytes_its_layers_write(tmp_path):
+    model = read_model(b2s_convert_model(tmp_path))
+    calls = []
+    outputs = model.run({"data": np.ones((8, 2, 4, 4), np.float32)},
+                        progress=lambda done, total, layer: calls.append((done, total, layer and layer.type)))
+    assert outputs["wide"].nbytes == 1536
+    assert calls == [(0, 2304, "Parameter"), (0, 2304, "Const"), (0, 2304, "Const"), (0, 2304, "Const"),
+                     (0, 2304, "BatchToSpace"), (768, 2304, "Convert"), (2304, 2304, "Result"), (2304, 2304, None)]
+
+
+def test_run_model_shows_its_progress_when_asked(tmp_path, capsys, monkeypatch):
+    from datamove.ir import commands
+
+    model = b2s_convert_model(tmp_path)
+    np.save(tmp_path / "x.npy", np.ones((8, 2, 4, 4), np.float32))
+    argv = ["run-model", str(model), "-i", f"data={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz")]
+    monkeypatch.setattr(commands._Progress, "DELAY", 0.0)  # a run this small takes far less than half a second
+    for options in ([], ["--quiet"]):  # stderr is not a terminal here: no progress unless asked
+        assert main([*argv, *options]) == 0
+        assert capsys.readouterr().err == ""
+    assert main([*argv, "--progress"]) == 0
+    redraws = capsys.readouterr().err.split("\r")
+    assert redraws[0] == "" and redraws[-1] == "\x1b[K"  # each line drawn over the last, the last one cleared
+    shown = [re.fullmatch(r"datamove run-model: \[(#*) *\] (.+) of 2.2 KiB, (.+) \((\w+)\)\x1b\[K", line)
+             for line in redraws[1:-1]]
+    assert all(shown), redraws
+    assert [(m[1], m[2], m[4]) for m in shown] == [
+        ("", "0 B", "Parameter"), ("", "0 B", "Const"), ("", "0 B", "Const"), ("", "0 B", "Const"),
+        ("", "0 B", "BatchToSpace"), ("#" * 8, "768 B", "Convert"), ("#" * 24, "2.2 KiB", "Result")]
+    assert shown[0][3] == "time left unknown yet" and re.fullmatch(r"\d+:\d\d left", shown[-1][3])

@@ -198,12 +198,12 @@ TARGETED = [
      "run_op", "out.npy", None),
     ("model output name with a newline", lambda pool: _write_xml(
         pool, "space_to_depth_nl.xml", lambda t: t.replace('output_names="output"', 'output_names="out&#10;put"')),
-     ["run", "space_to_depth_nl.xml", "-i", "data=in_space_to_depth_data.npy", "-o", "out.npz"], "run_ir", "out.npz",
+     ["run-model", "space_to_depth_nl.xml", "-i", "data=in_space_to_depth_data.npy", "-o", "out.npz"], "run_ir", "out.npz",
      None),
     ("output name that is not UTF-8 (surrogate escape), stdout strict UTF-8", None,
      ["run", "space_to_depth", "f32_4d.npy", "\udcffout.npy", *S2D], "run_op", "\udcffout.npy", None),
     ("model output file name that is not UTF-8", None,
-     ["run", "space_to_depth.xml", "-i", "data=in_space_to_depth_data.npy", "-o", "\udcffout.npz"], "run_ir",
+     ["run-model", "space_to_depth.xml", "-i", "data=in_space_to_depth_data.npy", "-o", "\udcffout.npz"], "run_ir",
      "\udcffout.npz", None),
     ("3000-character command name", None, ["x" * 3000], "other", None, None),
     ("3000-character missing input name", None, ["run", "space_to_depth", "y" * 3000 + ".npy", "out.npy", *S2D],
@@ -231,25 +231,25 @@ TARGETED = [
     ("short write of the input over itself", None,
      ["run", "space_to_depth", "big_f64_4d.npy", "big_f64_4d.npy", *S2D], "run_op", "big_f64_4d.npy", 200000),
     ("failing write of a model's .npz", None,
-     ["run", "space_to_batch.xml", "-i", "data=in_space_to_batch_data.npy", "-o", "i64_2d.npy"], "run_ir",
+     ["run-model", "space_to_batch.xml", "-i", "data=in_space_to_batch_data.npy", "-o", "i64_2d.npy"], "run_ir",
      "i64_2d.npy", 300),
     ("short write of a model's .npz", None,
-     ["run", "space_to_batch.xml", "-i", "data=in_space_to_batch_data.npy", "-o", "out.npz"], "run_ir",
+     ["run-model", "space_to_batch.xml", "-i", "data=in_space_to_batch_data.npy", "-o", "out.npz"], "run_ir",
      "out.npz", 3000),
     ("XML with an unknown encoding", lambda pool: _write_xml(
         pool, "enc.xml", lambda t: t.replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="no-such"?>')),
      ["check", "enc.xml"], "check", None, None),
     ("XML with an unknown encoding, run", lambda pool: _write_xml(
         pool, "enc.xml", lambda t: t.replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="no-such"?>')),
-     ["run", "enc.xml", "-i", "data=in_space_to_depth_data.npy", "-o", "out.npz"], "run_ir", "out.npz", None),
+     ["run-model", "enc.xml", "-i", "data=in_space_to_depth_data.npy", "-o", "out.npz"], "run_ir", "out.npz", None),
     ("check --bin a directory", None, ["check", "convert.xml", "--bin", "sub"], "check", None, None),
     ("check --bin /dev/zero", None, ["check", "batch_to_space_2d.xml", "--bin", "/dev/zero"], "check", None, None),
     ("bench usage error", None, ["bench", "--no-such-option"], "other", None, None),
     ("--max-bytes value '--'", None,
-     ["run", "space_to_depth.xml", "-i", "data=in_space_to_depth_data.npy", "-o", "out.npz", "--max-bytes=--"],
+     ["run-model", "space_to_depth.xml", "-i", "data=in_space_to_depth_data.npy", "-o", "out.npz", "--max-bytes=--"],
      "run_ir", "out.npz", None),
     ("3000-character model input name", None,
-     ["run", "space_to_depth.xml", "-i", "a" * 3000 + "=in_space_to_depth_data.npy", "-o", "out.npz"], "run_ir",
+     ["run-model", "space_to_depth.xml", "-i", "a" * 3000 + "=in_space_to_depth_data.npy", "-o", "out.npz"], "run_ir",
      "out.npz", None),
     ("model file named with an escape sequence, not XML", None, ["check", "esc\x1b[31m.npy"], "check", None, None),
     ("check of a model named with an escape sequence", None, ["check", "esc\x1b[31m.xml"], "check", None, None),
@@ -344,7 +344,7 @@ def test_non_utf8_output_name_in_a_real_process_with_strict_stdout(tmp_path):
 def test_model_output_over_its_own_input_in_a_real_process(tmp_path, output):
     """-o names the (memory-mapped) input, or the model: a Result fed straight from the Parameter must not crash."""
     pool = _pool(tmp_path)
-    command = cases.Command(["run", "two_outputs.xml", "-i", "p=in_two_outputs_p.npy", "-o", output], "run_ir", output)
+    command = cases.Command(["run-model", "two_outputs.xml", "-i", "p=in_two_outputs_p.npy", "-o", output], "run_ir", output)
     outcome, found = _run_in_subprocess(pool, command)
     assert_no_violations(found)
     assert outcome.status in (0, 2), outcome
@@ -352,7 +352,7 @@ def test_model_output_over_its_own_input_in_a_real_process(tmp_path, output):
 
 def test_model_output_over_its_weights_in_a_real_process(tmp_path):
     pool = _pool(tmp_path)
-    command = cases.Command(["run", "batch_to_space_5d.xml", "-i", "data=in_batch_to_space_5d_data.npy", "-o",
+    command = cases.Command(["run-model", "batch_to_space_5d.xml", "-i", "data=in_batch_to_space_5d_data.npy", "-o",
                              "batch_to_space_5d.bin"], "run_ir", "batch_to_space_5d.bin")
     outcome, found = _run_in_subprocess(pool, command)
     assert_no_violations(found)

@@ -23,7 +23,7 @@ def test_the_examples_say_what_run_expects(capsys, tmp_path):
     assert out.rstrip().endswith("layers: 1 Parameter, 3 Const, 1 BatchToSpace, 1 Result")
     # what it says is enough to run the model
     np.save(tmp_path / "x.npy", np.zeros((48, 3, 3, 1, 3), np.float32))
-    assert main(["run", "examples/ir/batch_to_space_5d.xml", "-i", f"data={tmp_path / 'x.npy'}",
+    assert main(["run-model", "examples/ir/batch_to_space_5d.xml", "-i", f"data={tmp_path / 'x.npy'}",
                  "-o", str(tmp_path / "y.npz")]) == 0
     with np.load(tmp_path / "y.npz") as saved:
         assert saved["output"].shape == (2, 6, 10, 3, 3)

@@ -57,7 +57,7 @@ def test_run_model_saves_an_npz_equal_to_the_ops(capsys, tmp_path):
     x = np.arange(48 * 3 * 3 * 1 * 3, dtype=np.float32).reshape(48, 3, 3, 1, 3)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "out.npz"
-    assert main(["run", str(EXAMPLES / "batch_to_space_5d.xml"), "-i", f"data={tmp_path / 'x.npy'}", "-o",
+    assert main(["run-model", str(EXAMPLES / "batch_to_space_5d.xml"), "-i", f"data={tmp_path / 'x.npy'}", "-o",
                  str(out)]) == 0
     assert "output: [2, 6, 10, 3, 3] float32" in capsys.readouterr().out
     with np.load(out) as saved:
@@ -88,7 +88,7 @@ def test_run_model_errors_are_one_line_exit_2(capsys, tmp_path, argv, match):
     argv = [a.replace("=X", f"={tmp_path / 'x.npy'}").replace("WRONG", str(tmp_path / "wrong.npy")) for a in argv]
     if match.startswith("does not exist"):
         argv = ["-i", f"data={tmp_path / 'absent.npy'}"]
-    code = main(["run", str(EXAMPLES / "space_to_depth.xml"), *argv, "-o", str(tmp_path / "o.npz")])
+    code = main(["run-model", str(EXAMPLES / "space_to_depth.xml"), *argv, "-o", str(tmp_path / "o.npz")])
     assert code == 2
     error = _one_error_line(capsys)
     assert any(m in error for m in match.split("|")), error
@@ -104,7 +104,7 @@ def test_run_op_form_still_works_next_to_the_model_form(capsys, tmp_path):
 
 
 def test_run_model_help(capsys):
-    assert main(["run", str(EXAMPLES / "space_to_depth.xml"), "--help"]) == 0
+    assert main(["run-model", str(EXAMPLES / "space_to_depth.xml"), "--help"]) == 0
     assert "NAME=FILE.npy" in capsys.readouterr().out
     assert main(["check", "--help"]) == 0
     assert "exit status" in capsys.readouterr().out
@@ -117,6 +117,7 @@ def test_is_model_run():
     assert not is_model_run(["run", "space_to_depth", "a.npy", "b.npy"])
     assert not is_model_run(["shape", "m.xml"])
     assert is_model_run(["run", str(EXAMPLES / "space_to_depth.xml")])
+    assert not is_model_run(["run-model", str(EXAMPLES / "space_to_depth.xml")])
 
 
 def test_datamove_check_for_real():

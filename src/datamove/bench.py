@@ -35,6 +35,7 @@ import numpy as np
 
 from . import formulas, opset, ops
 from .bench_common import Case, format_ratio
+from .cli_common import add_engine_option
 
 __all__ = ["Case", "suite", "survey", "summary", "main"]
 
@@ -483,7 +484,7 @@ def main(argv: Optional[Sequence[str]] = None, parser_class: Any = argparse.Argu
     parser.add_argument("--json", default="bench-results.json", help="where to write the results (default: %(default)s)")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers to time (default: all installed); '' for none")
     parser.add_argument("--only", default="", help="run only the cases whose label contains this text")
-    parser.add_argument("--engine", default="auto", help="datamove engine (default: auto)")
+    add_engine_option(parser, "the datamove engine timed")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of timing per measurement (default: %(default)s)")
     args = parser.parse_args(argv)
     peers = [p for p in args.peers.split(",") if p]

@@ -1,14 +1,16 @@
 """The ``datamove`` command: shape inference and the operations on ``.npy`` files.
 
-Two commands, each taking the operation's name and its parameters as options:
+Each command is one form with its own ``--help``; the operations' commands
+take the operation's name and its parameters as options:
 
 - ``datamove shape OP --shape DIMS [params]`` prints the output shape
   inferred by :mod:`datamove.shapes` (dims may be unknown or intervals);
 - ``datamove run OP INPUT.npy OUTPUT.npy [params]`` applies the operation to
   an array saved with :func:`numpy.save` and saves the result;
 - ``datamove check MODEL.xml``, ``datamove inspect MODEL.xml`` and ``datamove
-  run MODEL.xml -i NAME=FILE.npy -o OUT.npz`` check, describe and run an
-  OpenVINO IR (:mod:`datamove.ir.commands`).
+  run-model MODEL.xml -i NAME=FILE.npy -o OUT.npz`` check, describe and run an
+  OpenVINO IR (:mod:`datamove.ir.commands`); ``datamove run MODEL.xml ...``,
+  the former spelling of ``run-model``, still works and says so.
 
 Every error prints one line, ``datamove: error: ...``, on stderr and exits
 with status 2. This module is not imported by ``import datamove``.
@@ -28,7 +30,7 @@ from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tupl
 
 from . import __version__, dims, ops, opset, shapes
 from .dims import DimLike, format_shape
-from .cli_common import CommandError, check_target, load_npy, save_npy
+from .cli_common import CommandError, add_engine_option, check_target, load_npy, save_npy
 from .errors import DataMoveError, quote, show
 
 __all__ = ["main", "build_parser", "parse_shape", "parse_vector", "format_shape"]
@@ -173,10 +175,11 @@ examples:
   datamove run depth_to_space input.npy output.npy --mode depth_first --block-size 2
   datamove check examples/ir/batch_to_space_2d.xml
   datamove inspect examples/ir/space_to_depth.xml
-  datamove run examples/ir/space_to_depth.xml -i data=image.npy -o out.npz
+  datamove run-model examples/ir/space_to_depth.xml -i data=image.npy -o out.npz
   datamove verify model.xml -i image=image.npy
 
-Errors print one line, "datamove: error: ...", and exit with status 2.
+Each command has its own help: datamove COMMAND --help. Errors print one
+line, "datamove: error: ...", and exit with status 2.
 """
 
 _SHAPE_EPILOG = f"""\
@@ -212,10 +215,35 @@ examples:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line, like every other error."""
+    """An ArgumentParser whose usage errors are one line, like every other error, and point to the --help
+    of the command they are about."""
+
+    commands: Optional[Any] = None
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{PROG}: error: {one_line(message)} (see '{self.prog} --help')\n")
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self.commands = super().add_subparsers(**kwargs)
+        return self.commands
+
+    def parse_args(self, args: Optional[Sequence[str]] = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        # argparse reports a command's unknown option against the top-level parser: report it against the command's
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            command = self.commands.choices.get(getattr(parsed, "command", None)) if self.commands else None
+            (command or self).error(f"unrecognized arguments: {' '.join(unknown)}")
+        return parsed
+
+
+class _CommandsFormatter(argparse.RawDescriptionHelpFormatter):
+    """The top-level help's formatter: argparse measures the commands' names without the indent it prints them
+    with, which put a long name's help (run-model's) on a line of its own."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            self._action_max_length += 2
 
 
 def _params_parser() -> argparse.ArgumentParser:
@@ -252,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="BatchToSpace, SpaceToBatch, SpaceToDepth and DepthToSpace, exact to the OpenVINO specs.",
         epilog=_TOP_EPILOG,
-        formatter_class=formatter,
+        formatter_class=_CommandsFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -272,19 +300,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run", parents=[params], formatter_class=formatter, epilog=_RUN_EPILOG,
-        help="apply an operation to an array in a .npy file (or run an IR model: run MODEL.xml --help)",
+        help="apply an operation to an array in a .npy file",
         description="Apply OP to the array in INPUT.npy and save the result to OUTPUT.npy. "
-                    "(datamove run MODEL.xml -i NAME=FILE.npy -o OUT.npz runs an OpenVINO IR model instead.)",
+                    "(An OpenVINO IR model runs with 'datamove run-model'.)",
     )
     run.add_argument("operation", metavar="OP", type=_operation, help=op_help)
     run.add_argument("input", metavar="INPUT.npy", help="the data, saved with numpy.save")
     run.add_argument("output", metavar="OUTPUT.npy", help="where to save the result (overwritten)")
-    run.add_argument("--engine", default="auto", metavar="NAME",
-                     help="engine executing the operation: auto (default), numpy, native, array_api, triton")
+    add_engine_option(run, "the engine executing the operation")
     run.set_defaults(handler=_run_command)
 
-    from .ir import commands as ir_commands  # datamove check, and datamove run MODEL.xml
+    from .ir import commands as ir_commands  # datamove run-model, check and inspect
 
+    ir_commands.add_run_model_parser(commands)
     ir_commands.add_check_parser(commands, _Parser)
     from .ir.verify import add_verify_parser  # datamove verify MODEL.xml (OpenVINO imported only when it runs)
 
@@ -445,15 +473,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return bench(argv[1:], parser_class=_Parser)
         except SystemExit as exc:  # --help and usage errors: already printed
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-    if ir_commands.is_model_run(argv):
-        parser, argv = ir_commands.build_run_parser(PROG, _Parser), argv[1:]
+    # the former spelling, kept for scripts written before run-model existed; its errors name run-model
+    former = ir_commands.is_model_run(argv)
+    if former:
+        argv = ["run-model", *argv[1:]]
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors: argparse already printed
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     try:
         _check_option_values(args)
-        return args.handler(args)
+        status: int = args.handler(args)
+        if former:  # after the work, so that an error stays one line
+            print(f"{PROG}: warning: 'datamove run MODEL.xml' is now 'datamove run-model MODEL.xml'; "
+                  "the old spelling will be removed", file=sys.stderr)
+        return status
     except CommandError as exc:
         print(f"{PROG}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2

@@ -24,11 +24,26 @@ from typing import Any, Callable, Dict, Sequence
 
 from .errors import DataMoveError, number, quote, show
 
-__all__ = ["CommandError", "load_npy", "load_inputs", "save_npy", "write_file", "check_target"]
+__all__ = ["CommandError", "add_engine_option", "load_npy", "load_inputs", "save_npy", "write_file", "check_target"]
 
 
 class CommandError(Exception):
     """A problem with the command line or its files; printed as one line, exit status 2."""
+
+
+def add_engine_option(parser: Any, what: str) -> None:
+    """``--engine``, whose choices are the engine registry's names (:data:`datamove.route.ENGINES`) and auto.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="demo")
+    >>> add_engine_option(parser, "the engine")
+    >>> parser.format_usage().strip()
+    'usage: demo [-h] [--engine {auto,numpy,native,array_api,triton,pallas}]'
+    """
+    from .route import ENGINES
+
+    parser.add_argument("--engine", default="auto", choices=("auto", *ENGINES),
+                        help=f"{what} (default: auto, chosen by the array's library, device and size)")
 
 
 def _magic(path: str) -> bytes:
@@ -141,7 +156,7 @@ def check_target(path: str) -> None:
 
 
 def load_inputs(items: Sequence[str]) -> Dict[str, Any]:
-    """``-i NAME=FILE.npy`` options (``datamove run MODEL.xml``, ``datamove verify``) as ``{name: array}``."""
+    """``-i NAME=FILE.npy`` options (``datamove run-model``, ``datamove verify``) as ``{name: array}``."""
     inputs: Dict[str, Any] = {}
     for item in items:
         name, sep, path = item.partition("=")

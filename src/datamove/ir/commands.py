@@ -1,4 +1,4 @@
-"""The IR commands of ``datamove``: ``check MODEL.xml`` and ``run MODEL.xml -i NAME=FILE.npy -o OUT.npz``.
+"""The IR commands of ``datamove``: ``check``, ``inspect`` and ``run-model MODEL.xml -i NAME=FILE.npy -o OUT.npz``.
 
 :mod:`datamove.cli` wires them in; the logic is here. Exit statuses of
 ``check``: 0 when every recorded shape agrees, 1 when any disagrees (or a layer
@@ -14,17 +14,18 @@ OK: every recorded shape agrees with the inferred one
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from .. import opset
-from ..cli_common import CommandError, check_target, load_inputs, write_file
+from ..cli_common import CommandError, add_engine_option, check_target, load_inputs, write_file
 from ..dims import format_shape
 from ..errors import DataMoveError, quote, show
 
-__all__ = ["add_check_parser", "build_run_parser", "is_model_run", "check_command", "run_command",
+__all__ = ["add_check_parser", "add_run_model_parser", "is_model_run", "check_command", "run_command",
            "inspect_command", "inspect_model"]
 
 _CHECK_EPILOG = """\
@@ -48,15 +49,19 @@ outputs are saved to OUT.npz, one array per Result, named by the Result's
 tensor name (OpenVINO's output name); or, when -o names a folder (an existing
 one, or a name ending in /), as FOLDER/NAME.npy files that the operations
 write in place as memory maps, so large outputs are never held in memory.
-A progress bar shows on a terminal for runs over half a second (--quiet: none). The model
-may contain only Parameter, Const, Convert, BatchToSpace, SpaceToBatch,
-SpaceToDepth, DepthToSpace and Result layers.
+The model may contain only Parameter, Const, Convert, BatchToSpace,
+SpaceToBatch, SpaceToDepth, DepthToSpace and Result layers.
 
-example:
-  datamove run examples/ir/space_to_depth.xml -i data=image.npy -o out.npz
+A run over half a second shows its progress on stderr when that is a
+terminal (--progress: always; --quiet: never): the bytes the layers have
+written of those they will write in all, and the time left at that pace.
+
+examples:
+  datamove run-model examples/ir/space_to_depth.xml -i data=image.npy -o out.npz
+  datamove run-model model.xml -i data=big.npy -o outputs/ --max-bytes 8G
 """
 
-#: ``datamove run MODEL.xml`` refuses to compute more than this many bytes of arrays in all
+#: ``datamove run-model`` refuses to compute more than this many bytes of arrays in all
 #: (or DEFAULT_MAX_FACTOR times the inputs' bytes, if more), unless --max-bytes says otherwise:
 #: a 2 KB IR with a 16-byte input can ask SpaceToBatch for gigabytes of padding.
 DEFAULT_MAX_BYTES = 256 * 2**20
@@ -71,7 +76,7 @@ _OPERATION_NAMES = set(opset.NAMES) | set(opset.OPENVINO_TYPES)
 
 
 def is_model_run(argv: Sequence[str]) -> bool:
-    """Is ``argv`` the ``run MODEL.xml ...`` form (not ``run OP IN.npy OUT.npy``)?
+    """Is ``argv`` the former ``run MODEL.xml ...`` spelling of ``run-model`` (not ``run OP IN.npy OUT.npy``)?
 
     The first positional argument after ``run`` decides: a name ending in
     ``.xml``, or an existing file that is not an operation's name.
@@ -107,7 +112,7 @@ def add_check_parser(commands: Any, parser_class: Any) -> None:
     inspect = commands.add_parser(
         "inspect", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_INSPECT_EPILOG,
         help="list an OpenVINO IR's inputs and outputs (names, shapes, element types) and its layers by type",
-        description="Read MODEL.xml safely and print the inputs 'datamove run MODEL.xml' expects, "
+        description="Read MODEL.xml safely and print the inputs 'datamove run-model' expects, "
                     "the outputs it saves and the layers by type.",
     )
     inspect.add_argument("model", metavar="MODEL.xml", help="the IR's .xml file")
@@ -116,7 +121,7 @@ def add_check_parser(commands: Any, parser_class: Any) -> None:
 
 
 _INSPECT_EPILOG = """\
-The inputs are what 'datamove run MODEL.xml -i NAME=FILE.npy' expects: one
+The inputs are what 'datamove run-model MODEL.xml -i NAME=FILE.npy' expects: one
 .npy file per Parameter, of its element type (as a NumPy dtype) and of a
 shape that fits its dims (? any size, 2..8 an interval). The outputs' shapes
 are inferred with datamove.shapes (through opaque layers, as recorded).
@@ -211,11 +216,13 @@ def inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_run_parser(prog: str, parser_class: Any) -> argparse.ArgumentParser:
-    """The parser of ``datamove run MODEL.xml -i NAME=FILE.npy ... -o OUT.npz``."""
-    run: argparse.ArgumentParser = parser_class(
-        prog=f"{prog} run", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_RUN_EPILOG,
-        description="Run an OpenVINO IR model made of the four operations on .npy inputs; save the outputs as .npz.",
+def add_run_model_parser(commands: Any) -> None:
+    """Add ``run-model MODEL.xml -i NAME=FILE.npy ... -o OUT.npz`` to the subcommands of the ``datamove`` parser."""
+    run = commands.add_parser(
+        "run-model", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_RUN_EPILOG,
+        help="run an OpenVINO IR model made of the four operations on .npy inputs",
+        description="Run an OpenVINO IR model made of the four operations on .npy inputs; save the outputs as .npz "
+                    "(or as .npy files in a folder).",
     )
     run.add_argument("model", metavar="MODEL.xml", help="the IR's .xml file")
     run.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy",
@@ -225,15 +232,17 @@ def build_run_parser(prog: str, parser_class: Any) -> argparse.ArgumentParser:
                           "in /) for one NAME.npy per output, each written in place as a memory map "
                           "(large outputs are never held in memory)")
     run.add_argument("--bin", metavar="FILE", help="the weights (default: MODEL.bin)")
-    run.add_argument("--engine", default="auto", metavar="NAME", help="engine executing the operations")
-    run.add_argument("-q", "--quiet", action="store_true",
-                     help="no progress bar (it is shown only on a terminal, for runs over half a second)")
+    add_engine_option(run, "the engine executing the operations")
+    shown = run.add_mutually_exclusive_group()
+    shown.add_argument("--progress", action="store_true",
+                       help="show the progress even when stderr is not a terminal (for runs over half a second)")
+    shown.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress (by default it shows on a terminal, for runs over half a second)")
     run.add_argument("--max-bytes", metavar="SIZE",
                      help="refuse to compute more than SIZE bytes of arrays in all (e.g. 512M, 4G, none); "
                           f"default: {DEFAULT_MAX_FACTOR} times the inputs' bytes, at least "
                           f"{DEFAULT_MAX_BYTES // 2**20} MiB")
-    run.set_defaults(handler=run_command, command="run")
-    return run
+    run.set_defaults(handler=run_command)
 
 
 def _read(args: argparse.Namespace) -> Any:
@@ -361,8 +370,44 @@ class _NpyFolder:
         self.files.clear()
 
 
+def format_bytes(count: int) -> str:
+    """A byte count as people read it, in powers of 1024.
+
+    >>> format_bytes(512), format_bytes(3 << 20), format_bytes(1536 << 20)
+    ('512 B', '3.0 MiB', '1.5 GiB')
+    """
+    size, unit = float(count), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def format_duration(seconds: float) -> str:
+    """``m:ss`` (``h:mm:ss`` from an hour), rounded up: a time left never reads 0:00 before the end.
+
+    >>> format_duration(4.2), format_duration(125), format_duration(3725)
+    ('0:05', '2:05', '1:02:05')
+    """
+    total = math.ceil(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+
+
 class _Progress:
-    """``layer 3/10 (SpaceToBatch)`` on stderr, redrawn in place; only on a terminal and after half a second."""
+    """``[######      ] 32.0 MiB of 128.0 MiB, 0:03 left (SpaceToBatch)`` on stderr, redrawn in place.
+
+    It counts the bytes the layers write (:meth:`datamove.ir.Model.bytes_written`:
+    moving bytes is what takes the time), and the time left is the time so far
+    at the pace so far. Silent for the first half second, so quick runs print
+    nothing; with ``enabled`` False, always silent.
+    """
+
+    WIDTH = 24
+    #: Seconds of silence first: a run shorter than this prints nothing.
+    DELAY = 0.5
 
     def __init__(self, enabled: bool) -> None:
         import time
@@ -370,14 +415,16 @@ class _Progress:
         self.enabled, self.start, self.shown, self.clock = enabled, time.monotonic(), False, time.monotonic
 
     def __call__(self, done: int, total: int, layer: Any) -> None:
-        if not self.enabled or self.clock() - self.start < 0.5:
+        elapsed = self.clock() - self.start
+        if not self.enabled or elapsed < self.DELAY:
             return
         if layer is None:
             self.clear()
             return
-        width = 24
-        bar = "#" * (width * done // max(total, 1))
-        sys.stderr.write(f"\rdatamove run: [{bar:<{width}}] layer {done + 1}/{total} ({quote(layer.type, 30)[1:-1]})\x1b[K")
+        bar = "#" * (self.WIDTH * done // total if total else 0)
+        left = f"{format_duration(elapsed * (total - done) / done)} left" if done else "time left unknown yet"
+        sys.stderr.write(f"\rdatamove run-model: [{bar:<{self.WIDTH}}] {format_bytes(done)} of {format_bytes(total)}, "
+                         f"{left} ({quote(layer.type, 30)[1:-1]})\x1b[K")
         sys.stderr.flush()
         self.shown = True
 
@@ -393,7 +440,7 @@ def _is_folder(path: str) -> bool:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """``datamove run MODEL.xml``: load the inputs, run, save an .npz, print one line per output."""
+    """``datamove run-model``: load the inputs, run, save an .npz (or .npy files), print one line per output."""
     max_bytes = parse_bytes(args.max_bytes) if args.max_bytes is not None else None
     folder = _NpyFolder(args.output) if _is_folder(args.output) else None
     if folder is None:
@@ -404,7 +451,7 @@ def run_command(args: argparse.Namespace) -> int:
         given = sum(array.nbytes for array in inputs.values())
         max_bytes = max(DEFAULT_MAX_BYTES, DEFAULT_MAX_FACTOR * given)
     members = {_member_name(name): name for name in model.output_names()}
-    progress = _Progress(not args.quiet and sys.stderr.isatty())
+    progress = _Progress(args.progress or (not args.quiet and sys.stderr.isatty()))
     try:
         if folder is not None:
             os.makedirs(args.output, exist_ok=True)
@@ -413,7 +460,7 @@ def run_command(args: argparse.Namespace) -> int:
         if folder is not None:
             folder.commit()
     except (DataMoveError, TypeError) as exc:
-        hint = (" (datamove run's default bound; raise it with --max-bytes)"
+        hint = (" (datamove run-model's default bound; raise it with --max-bytes)"
                 if args.max_bytes is None and "max_bytes" in str(exc) else "")
         raise CommandError(f"{exc}{hint}") from None
     except MemoryError:

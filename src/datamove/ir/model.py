@@ -293,6 +293,12 @@ def convert_exactly(value: np.ndarray, dtype: np.dtype, where: str) -> np.ndarra
     return converted
 
 
+def _itemsize(element_type: str) -> int:
+    """Bytes per element of an OpenVINO element type (at least 1: a packed type counts a byte an element)."""
+    bits = ELEMENT_TYPES.get(element_type, (None, None))[1]
+    return max((bits or 8) // 8, 1)
+
+
 # ----------------------------------------------------------------- model
 
 
@@ -425,6 +431,12 @@ class Model:
             memo[convert.id] = value
         return value
 
+    def _folded_params(self, layer: Layer, memo: Dict[int, Optional[np.ndarray]]) -> List[Any]:
+        """An operation layer's parameters as shape inference sees them: constants folded, any other None."""
+        if layer.type in ("BatchToSpace", "SpaceToBatch"):
+            return [self._folded_value(layer, i, memo) for i in (1, 2, 3)]
+        return [layer.attributes["mode"], int(layer.attributes.get("block_size", "1"))]
+
     # ------------------------------------------------------------- check
 
     def check(self) -> CheckReport:
@@ -471,12 +483,8 @@ class Model:
                 outputs = []
             elif layer.type in OPERATIONS:
                 function = opset.by_openvino_type(layer.type).shape_rule
-                if layer.type in ("BatchToSpace", "SpaceToBatch"):
-                    params: List[Any] = [self._folded_value(layer, i, memo) for i in (1, 2, 3)]
-                else:
-                    params = [layer.attributes["mode"], int(layer.attributes.get("block_size", "1"))]
                 try:
-                    outputs = [function(in_shapes[0], *params)]
+                    outputs = [function(in_shapes[0], *self._folded_params(layer, memo))]
                 except (DataMoveError, TypeError) as exc:
                     report.invalid.append(f"{layer.describe()}: {exc}")
                     outputs = [port.shape for port in layer.outputs]
@@ -574,7 +582,9 @@ class Model:
             writes straight into it. Default: new arrays.
         progress : callable, optional
             ``progress(done, total, layer)``, called before each layer runs
-            (and once at the end, ``layer`` None): for a progress bar.
+            (and once at the end, ``layer`` None), with the bytes written so
+            far and in all by the layers that move data (:meth:`bytes_written`):
+            for a progress bar with the time left.
 
         Returns
         -------
@@ -623,9 +633,12 @@ class Model:
                 if source.type in OPERATIONS:
                     direct.setdefault(source.id, name)
         given_arrays: Dict[str, np.ndarray] = {}
-        for done, layer in enumerate(self.layers):
+        work = self.bytes_written(given) if progress is not None else {}
+        total, done = sum(work.values()), 0
+        for layer in self.layers:
             if progress is not None:
-                progress(done, len(self.layers), layer)
+                progress(done, total, layer)
+            done += work.get(layer.id, 0)
             where = layer.describe()
             arguments = []
             for index in range(len(layer.inputs)):
@@ -698,8 +711,66 @@ class Model:
                 array = np.array(array, copy=True)
             results[name] = array
         if progress is not None:
-            progress(len(self.layers), len(self.layers), None)
+            progress(total, total, None)
         return results
+
+    def bytes_written(self, given: Mapping[int, np.ndarray]) -> Dict[int, int]:
+        """The bytes each Convert and operation layer writes when run on ``given``, from shapes alone.
+
+        The measure of :meth:`run`'s progress: the work that takes time is
+        moving bytes, and a Parameter, Const or Result moves none. An
+        operation whose output shape is not known before it runs (a parameter
+        computed from an input) counts its input's bytes.
+
+        Parameters
+        ----------
+        given : mapping of int to numpy.ndarray
+            Each Parameter's array, by layer id (:meth:`checked_inputs`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from datamove.ir import read_model
+        >>> model = read_model("examples/ir/space_to_depth.xml")
+        >>> given = model.checked_inputs({"data": np.zeros((5, 7, 4, 6), np.float32)})
+        >>> [(model.layer(i).type, n) for i, n in model.bytes_written(given).items()]   # 5 * 28 * 2 * 3 float32
+        [('SpaceToDepth', 3360)]
+        """
+        shapes: Dict[Tuple[int, int], Tuple[Optional[Tuple[int, ...]], int]] = {}  # (shape, item size)
+        written: Dict[int, int] = {}
+        memo: Dict[int, Optional[np.ndarray]] = {}
+        for layer in self.layers:
+            if layer.type == "Result" or not layer.outputs:
+                continue
+            if layer.type == "Parameter":
+                array = given[layer.id]
+                shape: Optional[Tuple[int, ...]] = tuple(array.shape)
+                itemsize = array.dtype.itemsize
+            elif layer.type == "Const":
+                shape = tuple(int(d) for d in layer.shape or ())  # type: ignore[arg-type]
+                itemsize = _itemsize(layer.attributes.get("element_type", ""))
+            else:
+                source, index = self._source(layer, 0)
+                in_shape, itemsize = shapes[(source.id, source.outputs[index].id)]
+                shape = in_shape
+                if layer.type == "Convert":
+                    itemsize = _itemsize(layer.attributes.get("destination_type", ""))
+                elif in_shape is not None:
+                    shape = self._static_output_shape(layer, in_shape, memo) or in_shape
+                written[layer.id] = math.prod(shape or ()) * itemsize
+            shapes[(layer.id, layer.outputs[0].id)] = (shape, itemsize)
+        return written
+
+    def _static_output_shape(self, layer: Layer, in_shape: Tuple[int, ...],
+                             memo: Dict[int, Optional[np.ndarray]]) -> Optional[Tuple[int, ...]]:
+        """An operation layer's output shape for this input shape, or None where it is not known before running."""
+        try:
+            shape = opset.by_openvino_type(layer.type).shape_rule(in_shape, *self._folded_params(layer, memo))
+        except (DataMoveError, TypeError, ValueError):  # an invalid layer: run() raises its error itself
+            return None
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            return None
+        return tuple(shape)
 
     def _checked_input(self, layer: Layer, key: str, value: Any) -> np.ndarray:
         where = f"input {quote(key)} ({layer.describe()})"
