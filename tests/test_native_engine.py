@@ -435,13 +435,12 @@ def test_units_tables_within_the_output_and_1_mib(shape, block, pads):
     assert same_bits(out, expected)
 
 
-def test_import_loads_the_core_and_no_jit():
+def test_import_loads_the_core():
     """The compiled core loads with the package (not in the first large call, which then runs at steady speed,
-    its pool not yet started); no JIT anywhere."""
+    its pool not yet started)."""
     code = ("import sys, datamove; import numpy as np; datamove.space_to_depth(np.zeros((1, 1, 2, 2)), 'blocks_first', 2); "
-            "print(sorted(m for m in ('numba', 'llvmlite', 'datamove._native') if m in sys.modules), "
-            "sys.modules['datamove._native'].workers())")
-    assert _child(code).strip() == "['datamove._native'] 0"
+            "print('datamove._native' in sys.modules, sys.modules['datamove._native'].workers())")
+    assert _child(code).strip() == "True 0"
 
 
 def test_bad_input_raises_before_any_kernel():

@@ -297,7 +297,7 @@ def test_what_tensorflow_tensors_refuse():
     with pytest.raises(DataMoveError, match=r"engine 'native' cannot take a tf.Tensor: .* use engine='auto'"):
         dm.depth_to_space(x, "blocks_first", 1, engine="native")
     with pytest.raises(DataMoveError, match=r"engine must be 'auto' or one of"):
-        dm.depth_to_space(x, "blocks_first", 1, engine="numba")
+        dm.depth_to_space(x, "blocks_first", 1, engine="cuda")
     with pytest.raises(DataMoveError, match=r"engine 'numpy' cannot take a tf.Variable"):
         dm.batch_to_space(tf.Variable(x), [1, 1, 1, 1], [0] * 4, [0] * 4, engine="numpy")
     with pytest.raises(TypeError, match=r"block_size is required"):

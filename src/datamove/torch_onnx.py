@@ -53,19 +53,12 @@ from . import formulas, opset
 if TYPE_CHECKING:  # onnxscript's tensor type, which _add_to_torch_lib names at run time, when onnxscript is loaded
     TTensor = Any
 
-__all__ = ["tracing", "traced", "TRANSLATIONS", "register", "ready", "exporting"]
+__all__ = ["traced", "TRANSLATIONS", "register", "ready", "exporting"]
 
 _INT64_MAX = 2**63 - 1
 
 
 # ------------------------------------------------ TorchScript: PyTorch's own ops
-
-
-def tracing() -> bool:
-    """True while ``torch.jit.trace`` (and so ``torch.onnx.export(dynamo=False)``) records a call."""
-    import torch
-
-    return bool(torch._C._is_tracing())
 
 
 def traced(op: str, args: Tuple[Any, ...], data: Any, out: Optional[Any] = None) -> Any:

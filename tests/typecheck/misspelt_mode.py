@@ -21,7 +21,7 @@ def misspelt(x: npt.NDArray[np.float32], t: torch.Tensor) -> None:
     dm.space_to_depth(x, "blocks-first", 2)  # error: mode="blocks-first"
     dm.depth_to_space(t, "depth-first", 2)  # error: mode="depth-first"
     dm.space_to_depth(x, "depth_first", 2, data_format="channel_last")  # error: data_format="channel_last"
-    dm.batch_to_space(x, [1, 2], [0, 0], [0, 0], engine="numba")  # error: engine="numba"
+    dm.batch_to_space(x, [1, 2], [0, 0], [0, 0], engine="cuda")  # error: engine="cuda"
     shapes.depth_to_space((1, 8, 2, 2), "DCR", 2)  # error: mode="DCR"
     shapes.space_to_depth((1, 2, 4, 4), "blocks_first", 2, data_format="NHWC")  # error: data_format="NHWC"
     onnx.depth_to_space(x, 2, mode="dcr")  # error: mode="dcr"
