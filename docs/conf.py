@@ -5,6 +5,11 @@ Build: ``python -m sphinx -W --keep-going -b html docs docs/_build/html``
 doctests by ``tests/test_docs.py``.
 """
 
+import json
+from pathlib import Path
+
+from docutils.parsers.rst import Directive
+
 import datamove
 
 project = "datamove"
@@ -63,3 +68,36 @@ html_theme_options = {
 }
 html_static_path = []
 html_show_sourcelink = False
+
+
+class BenchResults(Directive):
+    """``.. bench-results:: bench/results-2core.json`` (a path from the repository's root): the table that
+    ``datamove bench`` printed for that results file, made from the file when the page is built, so that the
+    page shows the committed figures and holds no copy of them."""
+
+    required_arguments = 1
+
+    def run(self):
+        env = self.state.document.settings.env
+        path = Path(env.srcdir).parent / self.arguments[0]
+        env.note_dependency(str(path))
+        results = json.loads(path.read_text())
+        if "device" in results:  # the GPU suite's file
+            from datamove import bench_gpu
+
+            peers = [p for p in bench_gpu.GPU_PEERS if any(p in row for row in results["rows"])]
+            markdown = bench_gpu.table(results["rows"], peers)
+        else:
+            from datamove import bench
+
+            markdown = bench.table(results["rows"], results["peers"])
+        rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in markdown.splitlines()]
+        del rows[1]  # markdown's |---| line
+        lines = [".. csv-table::", "   :header-rows: 1", ""]
+        lines += ["   " + ",".join('"' + cell.replace('"', '""') + '"' for cell in row) for row in rows]
+        self.state_machine.insert_input(lines, str(path))
+        return []
+
+
+def setup(app):
+    app.add_directive("bench-results", BenchResults)

@@ -33,3 +33,29 @@ def test_readme_python_blocks_run_and_their_comments_hold():
                 assert repr(value) == comment, (line, value)
                 checked += 1
     assert checked >= 6
+
+
+def test_readme_is_at_most_300_lines():
+    # the history of benchmark runs lives in docs/performance.rst and CHANGELOG.md
+    assert len(README.read_text().splitlines()) <= 300
+
+
+def test_readme_examples_shadow_no_library():
+    """``from datamove.compat import torch`` would hide PyTorch from the rest of the example."""
+    import importlib.util
+
+    bound = [name.split(" as ")[-1].strip()
+             for block in _python_blocks()
+             for names in re.findall(r"^from datamove[\w.]* import (.+)$", block, flags=re.M)
+             for name in names.split(",")]
+    assert bound, "no 'from datamove... import' in the README's examples"
+    assert [name for name in bound if importlib.util.find_spec(name) is not None] == []
+
+
+def test_readme_test_command_is_what_ci_runs():
+    ci = (README.parent / ".ci" / "run").read_text()
+    command = re.search(r"```sh\n(pip install -e \"\.\[test\]\" && python -m pytest[^\n]*)\n```", README.read_text())
+    assert command, "the README's test command is gone"
+    install, test = command[1].split(" && ")
+    assert install.replace("pip install", "python -m pip install --quiet --disable-pip-version-check") in ci
+    assert f"\n{test}\n" in ci
