@@ -1,10 +1,9 @@
 """The GPU engine's tests (tests/triton_cases.py), in a process of their own.
 
-Triton bundles its own LLVM, and importing it into a process that has already
-loaded TensorFlow's, jaxlib's or OpenVINO's aborts that process; the rest of
-the suite imports those, so the Triton cases run in a fresh interpreter: under
-Triton's interpreter (``TRITON_INTERPRET=1``) on CPU tensors here, on the GPU
-where there is one.
+Importing Triton aborts a process that has loaded TensorFlow, jaxlib or
+OpenVINO, as the rest of the suite does (``tests/case_files.py``), so the
+Triton cases run in a fresh interpreter: under Triton's interpreter
+(``TRITON_INTERPRET=1``) on CPU tensors here, on the GPU where there is one.
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from case_files import run_case_file
+
 CASES = Path(__file__).with_name("triton_cases.py")
 
 
@@ -28,12 +29,7 @@ def test_triton_engine_cases_in_their_own_process():
     cuda = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "True"
     if not cuda:
         env["TRITON_INTERPRET"] = "1"
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=-ra", str(CASES)],
-        capture_output=True, text=True, env=env, cwd=CASES.parent.parent, timeout=1200,
-    )
-    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-4000:]
-    assert " passed" in run.stdout and " failed" not in run.stdout
+    run_case_file(CASES, env=env, skipped_ok=True)  # some cases need a GPU
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None,
@@ -42,9 +38,4 @@ def test_the_kernel_compiles_for_a_gpu_without_one():
     # Triton's real compiler (to sm_90 PTX and cubin, with its bundled ptxas), which needs no GPU: what the
     # interpreter cannot catch. Its own process: the kernel must be imported without TRITON_INTERPRET.
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=-ra", str(CASES), "-k", "compiles_for_hopper"],
-        capture_output=True, text=True, env=env, cwd=CASES.parent.parent, timeout=600,
-    )
-    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-4000:]
-    assert " passed" in run.stdout and " skipped" not in run.stdout and " failed" not in run.stdout
+    run_case_file(CASES, "-k", "compiles_for_hopper", env=env, timeout=600)
