@@ -14,6 +14,18 @@
 //   program.cpp  parse (a program into steps) and streams (whether its stores go around the cache)
 //   pool.cpp     jobs and the thread pool (fork-safe)
 //   module.cpp   the Python module (also core.hpp: what the last three share)
+//   cpu.hpp      what the CPU has (GCC's and Clang's builtins, MSVC's cpuid); platform.hpp: threads,
+//                locks, the fork handler and the cache's size on POSIX and on Windows (pool.cpp, module.cpp)
+//
+// Where it builds and runs: x86-64 Linux, macOS and Windows, with GCC, Clang or MSVC, at the instruction
+// set levels below (the ssse3 and AVX-512 kernels are compiled only by GCC and Clang, which take their
+// target attributes: MSVC's build runs sse2's kernels at every level). Every other CPU, aarch64 (Linux,
+// macOS) included, gets the portable path, knowingly: plain C++ loops that the compiler vectorizes
+// (NEON on aarch64) and plain stores, since the streaming stores (movntdq) are x86's; -DDM_PORTABLE builds
+// the same on x86-64, so the tests run it here. No NEON path of its own: no ARM machine was there to
+// measure one against it. tests/test_cross_compile.py compiles every file for x86_64-linux-gnu,
+// aarch64-linux-gnu, x86_64-windows-gnu and aarch64-macos with zig's clang (and cpu.hpp in clang's MSVC
+// mode); the tests run on x86-64 Linux only.
 //
 // A *program* is a flat int64 buffer: its number of steps, then per step
 //
@@ -52,9 +64,6 @@
 
 #pragma once
 
-#include <pthread.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <atomic>
@@ -65,7 +74,8 @@
 #include <new>
 #include <numeric>
 #include <type_traits>
-#include <type_traits>
+
+#include "cpu.hpp"
 
 #if (defined(__x86_64__) || defined(_M_X64)) && !defined(DM_PORTABLE)  // DM_PORTABLE: the scalar build other CPUs get (tests)
 #include <emmintrin.h>
@@ -118,16 +128,16 @@ inline const char* const kIsaNames[IsaCount] = {"portable", "sse2", "ssse3", "av
 // The lowest level this build runs at: sse2 on x86-64 (its bodies use SSE2 unconditionally), else portable.
 constexpr int kLowestIsa = DM_HAVE_STREAM ? IsaSse2 : IsaPortable;
 
+// The CPU's level among those this build has kernels for (cpu.hpp asks the CPU: GCC, Clang and MSVC).
 inline int cpu_isa() {
-#if DM_HAVE_STREAM && defined(__GNUC__)
-    __builtin_cpu_init();
+#if DM_HAVE_STREAM
+    const CpuFeatures has = cpu_features();
 #if DM_HAVE_AVX512
-    if (__builtin_cpu_supports("avx512f"))
-        return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi") ? IsaAvx512 : IsaAvx512f;
+    if (has.avx512f) return has.avx512bw && has.avx512vbmi ? IsaAvx512 : IsaAvx512f;
 #endif
-    if (__builtin_cpu_supports("avx2")) return IsaAvx2;
+    if (has.avx2) return IsaAvx2;
 #if DM_HAVE_SSSE3
-    if (__builtin_cpu_supports("ssse3")) return IsaSsse3;
+    if (has.ssse3) return IsaSsse3;
 #endif
 #endif
     return kLowestIsa;

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "core.hpp"
+#include "platform.hpp"
 
 namespace {
 
@@ -24,9 +25,10 @@ Extent extent_of(const Py_buffer& view) {
     bool empty = false;
     for (int k = 0; k < view.ndim; ++k) {
         empty = empty || view.shape[k] == 0;
-        const int64_t far = view.shape[k] > 0 ? (view.shape[k] - 1) * (int64_t)view.strides[k] : 0;
-        if (far < 0) low += far;
-        bytes += far < 0 ? -far : far;
+        // (not named `far`: windows.h defines far and near away)
+        const int64_t reach = view.shape[k] > 0 ? (view.shape[k] - 1) * (int64_t)view.strides[k] : 0;
+        if (reach < 0) low += reach;
+        bytes += reach < 0 ? -reach : reach;
     }
     return Extent{low, empty ? 0 : bytes};
 }
@@ -84,48 +86,7 @@ PyObject* py_run(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
-// The size of the last-level cache instance cpu0 shares, from sysfs (0 when unknown): not sysconf's
-// figure, which on AMD EPYC adds up every CCX's L3 (384 MiB where a core reaches 32 MiB).
-long sysfs_last_level_cache() {
-    long best_level = 0, best_size = 0;
-    for (int index = 0; index < 16; ++index) {
-        char path[96], text[64];
-        long level = 0, size = 0;
-        bool unified_or_data = false;
-        for (int field = 0; field < 3; ++field) {
-            static const char* names[3] = {"level", "type", "size"};
-            std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", index, names[field]);
-            FILE* f = std::fopen(path, "r");
-            if (f == nullptr) return best_size;  // no more indexes (or no sysfs)
-            const bool got = std::fgets(text, sizeof text, f) != nullptr;
-            std::fclose(f);
-            if (!got) break;
-            if (field == 0) level = std::strtol(text, nullptr, 10);
-            if (field == 1) unified_or_data = std::strncmp(text, "Unified", 7) == 0 || std::strncmp(text, "Data", 4) == 0;
-            if (field == 2) {
-                char* end = nullptr;
-                size = std::strtol(text, &end, 10);
-                if (end && *end == 'K') size <<= 10;
-                else if (end && *end == 'M') size <<= 20;
-                else if (end && *end == 'G') size <<= 30;
-            }
-        }
-        if (unified_or_data && (level > best_level || (level == best_level && size > best_size))) {
-            best_level = level;
-            best_size = size;
-        }
-    }
-    return best_size;
-}
-
-PyObject* py_cache_bytes(PyObject*, PyObject*) {
-    long size = sysfs_last_level_cache();
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    if (size <= 0) size = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (size <= 0) size = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    return PyLong_FromLong(size > 0 ? size : 0);
-}
+PyObject* py_cache_bytes(PyObject*, PyObject*) { return PyLong_FromLongLong(last_level_cache_bytes()); }
 
 PyObject* py_workers(PyObject*, PyObject*) { return PyLong_FromLong(pool_workers()); }
 
@@ -215,7 +176,8 @@ PyMethodDef methods[] = {
      "refusing one that reaches outside them; stream: 0 plain stores, 1 streaming where every step streams from "
      "registers, 2 streaming where the steps can."},
     {"cache_bytes", py_cache_bytes, METH_NOARGS,
-     "The size in bytes of the last-level cache instance cpu0 shares (sysfs, else sysconf), or 0 when unknown."},
+     "The size in bytes of the last-level cache instance a core shares (Linux: sysfs, else sysconf; Windows: "
+     "GetLogicalProcessorInformation; macOS: sysctl), or 0 when unknown."},
     {"workers", py_workers, METH_NOARGS, "The pool's started worker threads in this process (0 in a new fork)."},
     {"copy", py_copy, METH_VARARGS,
      "copy(src, dst, threads, stream): dst's bytes become src's (C-contiguous, one size) by a plain copy loop on "

@@ -1,8 +1,7 @@
 // The jobs and the thread pool that runs them.
 
-#include <pthread.h>
-
 #include "core.hpp"
+#include "platform.hpp"
 
 namespace dm {
 
@@ -43,7 +42,8 @@ void run_piece(const Job& job, int64_t p, int64_t count) {
 // the wake-up, then sleep on a condition variable; one job runs at a time
 // (callers queue on call_lock, with the GIL released). A forked child starts
 // with no workers: the atfork handler resets the pool, and it grows again on
-// the child's first call.
+// the child's first call (platform.hpp: pthreads on POSIX, Windows' own threads
+// and locks there, where there is no fork).
 //
 // The pool grows off the caller's path: a call that wants more workers starts one and goes on with its
 // job; each new worker starts up to two more before it joins the job (a tree: 15 workers are 4 levels,
@@ -56,10 +56,10 @@ struct alignas(64) Counter {  // a line of its own: the threads taking pieces do
 };
 
 struct Pool {
-    pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t go = PTHREAD_COND_INITIALIZER;
-    pthread_cond_t done = PTHREAD_COND_INITIALIZER;
+    Lock call_lock;
+    Lock lock;
+    Condition go;
+    Condition done;
     std::atomic<int> wanted{0};   // workers asked for: numbers 1..wanted
     std::atomic<int> claimed{0};  // numbers taken by a thread that starts that worker (maybe still starting)
     std::atomic<int> workers{0};  // started
@@ -74,12 +74,6 @@ struct Pool {
 };
 
 constexpr int kSpins = 4000;
-
-inline void relax() {
-#if DM_HAVE_STREAM
-    _mm_pause();
-#endif
-}
 
 Pool pool;
 
@@ -100,17 +94,16 @@ void take_pieces(const Job& job, int p) {
 
 void start_workers(int most);
 
-void* worker_main(void* raw) {
-    const int index = (int)(intptr_t)raw;
+void worker_main(int index) {
     start_workers(2);
     // No generation seen yet: a new worker looks at the job open now (the one that started it) at once.
     uint64_t seen = 0;
     for (;;) {
-        for (int k = 0; k < kSpins && pool.generation.load(std::memory_order_acquire) == seen; ++k) relax();
+        for (int k = 0; k < kSpins && pool.generation.load(std::memory_order_acquire) == seen; ++k) cpu_relax();
         if (pool.generation.load(std::memory_order_acquire) == seen) {
-            pthread_mutex_lock(&pool.lock);
-            while (pool.generation.load(std::memory_order_acquire) == seen) pthread_cond_wait(&pool.go, &pool.lock);
-            pthread_mutex_unlock(&pool.lock);
+            pool.lock.lock();
+            while (pool.generation.load(std::memory_order_acquire) == seen) pool.go.wait(pool.lock);
+            pool.lock.unlock();
         }
         seen = pool.generation.load(std::memory_order_acquire);
         // A closed job may end (and its Job go) at any time: it is never read. An open one waits for the
@@ -125,12 +118,11 @@ void* worker_main(void* raw) {
         if (index < job->parts) take_pieces(*job, index);
         state = pool.state.fetch_sub(1, std::memory_order_acq_rel) - 1;
         if ((state & Pool::kClosed) && !(state & Pool::kInside)) {  // the caller waits for the last one out
-            pthread_mutex_lock(&pool.lock);
-            pthread_cond_signal(&pool.done);
-            pthread_mutex_unlock(&pool.lock);
+            pool.lock.lock();
+            pool.done.signal();
+            pool.lock.unlock();
         }
     }
-    return nullptr;
 }
 
 void reset_after_fork() {
@@ -146,24 +138,19 @@ void start_workers(int most) {
         do {
             if (number >= pool.wanted.load(std::memory_order_relaxed)) return;
         } while (!pool.claimed.compare_exchange_weak(number, number + 1, std::memory_order_relaxed));
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_t thread;
-        if (pthread_create(&thread, &attr, worker_main, (void*)(intptr_t)(number + 1)) == 0)
-            pool.workers.fetch_add(1, std::memory_order_relaxed);
-        pthread_attr_destroy(&attr);
+        if (start_thread<worker_main>(number + 1)) pool.workers.fetch_add(1, std::memory_order_relaxed);
     }
 }
 
-// Whether the handler that resets the pool in a forked child is registered (init_pool).
+// Whether the handler that resets the pool in a forked child is registered (init_pool; always, where
+// there is no fork).
 bool atfork_registered = false;
 
 // Registered once, as the module loads: registered by a job's first call to grow() (under call_lock),
 // a fork() landing between the lock and the registration left the child a locked call_lock and no
 // handler to reset it, and its first threaded call waited forever.
 bool init_pool() {
-    if (!atfork_registered) atfork_registered = pthread_atfork(nullptr, nullptr, reset_after_fork) == 0;
+    if (!atfork_registered) atfork_registered = on_fork_child(reset_after_fork);
     return atfork_registered;
 }
 
@@ -187,32 +174,32 @@ void run_job(Job& job, int threads) {
         if (job.stream) fence();
         return;
     }
-    pthread_mutex_lock(&pool.call_lock);
+    pool.call_lock.lock();
     if (!grow(parts - 1)) parts = 1;
     job.parts = parts;
     job.pieces = (int)std::max<int64_t>(1, std::min<int64_t>(kPiecesPerPart, bytes / parts / kPieceCost));
     for (int q = 0; q < parts; ++q) pool.next[q].v.store(0, std::memory_order_relaxed);
     if (parts > 1) {
-        pthread_mutex_lock(&pool.lock);
+        pool.lock.lock();
         job.generation = pool.generation.load() + 1;
         pool.job.store(&job, std::memory_order_release);
         pool.state.store(job.generation << 17, std::memory_order_release);  // open, no worker in it
         pool.generation.store(job.generation, std::memory_order_release);
-        pthread_cond_broadcast(&pool.go);
-        pthread_mutex_unlock(&pool.lock);
+        pool.go.broadcast();
+        pool.lock.unlock();
     }
     take_pieces(job, 0);
     if (parts > 1) {  // every piece is taken: close the job, then wait for the workers inside to finish theirs
         const uint64_t state = pool.state.fetch_or(Pool::kClosed, std::memory_order_acq_rel);
         if (state & Pool::kInside) {
-            for (int k = 0; k < kSpins && (pool.state.load(std::memory_order_acquire) & Pool::kInside); ++k) relax();
-            pthread_mutex_lock(&pool.lock);
-            while (pool.state.load(std::memory_order_acquire) & Pool::kInside) pthread_cond_wait(&pool.done, &pool.lock);
-            pthread_mutex_unlock(&pool.lock);
+            for (int k = 0; k < kSpins && (pool.state.load(std::memory_order_acquire) & Pool::kInside); ++k) cpu_relax();
+            pool.lock.lock();
+            while (pool.state.load(std::memory_order_acquire) & Pool::kInside) pool.done.wait(pool.lock);
+            pool.lock.unlock();
         }
         pool.job.store(nullptr, std::memory_order_release);
     }
-    pthread_mutex_unlock(&pool.call_lock);
+    pool.call_lock.unlock();
 }
 
 
