@@ -1055,6 +1055,53 @@ def test_windows_of_wide_pixels_streamed_at_any_offset(windows, monkeypatch, thr
                 assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset
 
 
+@pytest.mark.parametrize("level", ["sse2", "avx2"])
+def test_windows_of_pixels_streamed_without_avx512(monkeypatch, level):
+    """Below AVX-512 (at each such level this CPU has), streamed gather windows of 16- to 128-byte pixels go
+    straight from src to dst a pixel at a time (gather_pixels), 16 bytes a streaming store, and count as
+    streaming from registers (stream=1 takes them): pads as zeros, one row or runs of rows, block rows side
+    by side, dst 0-48 bytes into a line, rows cut among 1 or 3 threads; bit for bit the spec's result and
+    nothing outside out. The core says that at these levels large outputs run with stream=1 (STAGED_STREAMS)."""
+    core = _core_at(level)
+    assert core.STAGED_STREAMS == 0
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "_native", core)
+    monkeypatch.setattr(native_engine, "STAGED_STREAMS", False)
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    rng = np.random.default_rng(7)
+    compared = 0
+    for dtype, channels in [(np.float32, 4), (np.float32, 8), (np.int64, 8), (np.uint8, 32), (np.complex64, 16)]:
+        item = np.dtype(dtype).itemsize
+        for blocks, pads_begin, pads_end, hw in [((2, 2), (1, 1), (1, 1), (64, 2 * 127 - 2)),
+                                                 ((1, 3), (0, 2), (0, 2), (64, 3 * 85 - 4)),
+                                                 ((2, 4), (1, 3), (1, 2), (64, 4 * 64 - 5))]:
+            # channels-last: blocks on H and W of NCHW, the pixel innermost in memory (the out= likewise); images
+            # of 64 x 251 and more (smaller ones of 4 channels move as units from tables, not windows)
+            nhwc = random_array((2,) + hw + (channels,), np.dtype(dtype), rng)
+            data = nhwc.transpose(0, 3, 1, 2)
+            args = ([1, 1, *blocks], [0, 0, *pads_begin], [0, 0, *pads_end])
+            expected = ref.space_to_batch(data, *args)
+            plan = plans.space_to_batch(data.shape, expected.shape, *map(tuple, args))
+            shape = (expected.shape[0],) + expected.shape[2:] + (channels,)
+            for offset in (0, 16, 32, 48):
+                base = np.zeros(expected.nbytes + 128, np.uint8)
+                start = -base.__array_interface__["data"][0] % 64 + offset
+                out = base[start:start + expected.nbytes].view(dtype).reshape(shape).transpose(0, 3, 1, 2)
+                program = native_engine.program(plan, data, out, stream=1)
+                windows = [word for pattern, word, _, _ in _steps(program)
+                           if pattern == native_engine._PATTERNS["gather_window"]]
+                assert channels * item in windows, windows
+                assert core.streams(program, native_engine._address(out), True)  # from registers
+                for threads in (1, 3):
+                    out[...] = 0
+                    with _threads(threads):
+                        dm.space_to_batch(data, *args, out=out, engine="native")
+                    assert same_bits(out, expected), (dtype, channels, blocks, offset, threads)
+                    assert not base[:start].any() and not base[start + expected.nbytes:].any(), offset
+                    compared += 1
+    assert compared == 5 * 3 * 4 * 2
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype, channels, block", [
     (np.uint8, 3, 3), (np.uint8, 3, 4), (np.uint8, 1, 3), (np.uint8, 2, 4), (np.uint8, 4, 3), (np.uint8, 7, 2),
@@ -2584,7 +2631,8 @@ def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
 def test_register_streams_take_windows_of_wide_pixels_with_long_rows(width, streamed):
     """Channels-last SpaceToBatch of 64 float16 channels (128-byte pixels) with pads: its gather windows
     stage rows in the L1 buffer; below the last-level cache's size (stream mode 1) they stream where a row
-    is 4 KiB or more (64 pixels), and a program of 16-pixel rows (2 KiB) stays plain. Bit for bit."""
+    is 4 KiB or more (64 pixels), and a program of 16-pixel rows (2 KiB) stays plain, where the core has
+    AVX-512 (below it, gather_pixels streams them from registers at any length). Bit for bit."""
     core = native_engine.core()
     nchw = np.random.default_rng(width).random((2, 64, 40, width)).astype(np.float16)
     data = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)  # channels-last
@@ -2596,7 +2644,9 @@ def test_register_streams_take_windows_of_wide_pixels_with_long_rows(width, stre
     bulk = max(_steps(program), key=lambda step: np.prod([l[0] for l in step[3]]))
     assert bulk[:2] == (native_engine._PATTERNS["gather_window"], 128), bulk
     addresses = (native_engine._address(data), native_engine._address(out))
-    assert core.streams(program, addresses[1], True) == (streamed and core.streams(program, addresses[1]))
+    # (below AVX-512, gather_pixels takes such windows from registers, rows of any length)
+    registers = streamed or not core.WHOLE_LINES
+    assert core.streams(program, addresses[1], True) == (registers and core.streams(program, addresses[1]))
     with _threads(2):
         core.run(program, data, out, dm.get_num_threads(), 1)
     assert same_bits(out, expected)

@@ -164,6 +164,7 @@ inline double lone_partial_lines(const Step& st, const char* dst) {
 // turns: 1.05-1.12x plain -> 0.75-1.00x streamed).
 inline bool from_registers(const Step& st) {
     if (st.pattern == CONTIGUOUS || st.pattern == FILL || table_of(st, nullptr)) return true;  // (table_lines)
+    if (kIsa < IsaAvx512f && runs_of_windows(st) && st.word >= 16) return true;  // (gather_pixels)
     if (st.pattern == SCATTER || st.pattern == SCATTER_WINDOW) return (st.word == 4 || st.word == 8 || st.word == 16) && (st.block == 2 || st.block == 4);
 #if DM_HAVE_AVX512
     // (gather windows go through gather too, their padding as zeros in the loads)

@@ -60,7 +60,7 @@ def core() -> ModuleType:
 
     A failed load is tried once per process: later calls raise the same error at once.
     """
-    global _native, STREAM_BYTES, missing
+    global _native, STREAM_BYTES, STAGED_STREAMS, missing
     if _native is not None:
         return _native
     if missing is None:
@@ -71,6 +71,7 @@ def core() -> ModuleType:
         else:
             if STREAM_BYTES is None:
                 STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
+            STAGED_STREAMS = bool(getattr(module, "STAGED_STREAMS", True))
             _native = module
             return module
     raise ImportError(
@@ -119,6 +120,12 @@ _PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "fill": 4
 #: 0.82x the copy floor with plain stores, 0.67x streamed; at 8 MiB 0.80x
 #: plain but 2.1x streamed (the output would have stayed in cache).
 STREAM_BYTES: Optional[int] = None  # set when the core loads
+
+#: Whether outputs of :data:`STREAM_BYTES` or more run with their L1-staged steps streamed too (the core's
+#: stream=2), or streamed only as from :data:`REGISTER_STREAM_BYTES` (stream=1): the core's
+#: ``STAGED_STREAMS``, true where its level has AVX-512's whole-line kernels (without them, staged
+#: streaming cost more than plain stores).
+STAGED_STREAMS = True
 
 #: Output size from which, below :data:`STREAM_BYTES`, the programs whose steps stream straight from
 #: registers (copies, fills, scatters of 4-, 8- and 16-byte words in blocks of 2 or 4, and, where the
@@ -292,5 +299,8 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     native = _native or core()
     addresses = (native.lowest(data), native.lowest(out))  # strided._address's, in a tenth of the time
     stream = streamed(out)
-    native.run(program(plan, data, out, addresses, stream), data, out, threads.get_num_threads(), stream)
+    # (the program as streamed outputs have it; the core stores its L1-staged steps plainly where they pay
+    # no better streamed: STAGED_STREAMS)
+    native.run(program(plan, data, out, addresses, stream), data, out, threads.get_num_threads(),
+               stream if STAGED_STREAMS else min(stream, 1))
     return out
