@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include <array>
+#include <utility>
 
 #include "core.hpp"
 
@@ -261,5 +262,26 @@ PyMODINIT_FUNC PyInit__native(void) {
     // gather_lines runs on this CPU (4- and 8-byte words), and gather_narrow_lines (1- and 2-byte words)
     if (PyModule_AddIntConstant(m, "WHOLE_LINES", lines) < 0) return nullptr;
     if (PyModule_AddIntConstant(m, "WHOLE_NARROW_LINES", narrow) < 0) return nullptr;
+    // The program format (common.hpp) as the Python side that writes programs reads it: the steps'
+    // pattern ids and the limits parse() holds them to (datamove.engines.native_engine, units), so that
+    // no id or limit is written twice.
+    PyObject* patterns = Py_BuildValue("{sisisisisisisisi}", "contiguous", CONTIGUOUS, "gather", GATHER, "scatter", SCATTER,
+                                       "strided", STRIDED, "fill", FILL, "gather_window", GATHER_WINDOW,
+                                       "scatter_window", SCATTER_WINDOW, "units", UNITS);
+    if (patterns == nullptr) return nullptr;
+    if (PyModule_AddObject(m, "PATTERNS", patterns) < 0) return Py_DECREF(patterns), nullptr;
+    const std::array<std::pair<const char*, long long>, 9> limits{{
+        {"ZERO_WORD", kZeroWord},            // a UNITS table's entry for a word of zeros
+        {"MAX_PARTS", kMaxParts},            // a UNITS step's parts (block offsets)
+        {"UNIT_WORDS", kUnitsWords},         // the words of a given UNITS step's unit
+        {"UNIT_ENTRIES", kUnitsEntries},     // its parts' table entries together
+        {"TABLE_REACH", 1ll << 28},          // parse()'s bound on a table's offsets, and what they read on (kFar)
+        {"LINE", kLine},                     // bytes in a cache line, as the kernels count them
+        {"MAX_LOOPS", kMaxLoops},            // loops of one step
+        {"MAX_STEPS", kMaxSteps},            // steps of one program
+        {"MAX_THREADS", kMaxThreads},        // threads of one run
+    }};
+    for (const auto& [name, value] : limits)
+        if (PyModule_AddObject(m, name, PyLong_FromLongLong(value)) < 0) return nullptr;
     return m;
 }

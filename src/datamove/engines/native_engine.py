@@ -31,7 +31,7 @@ import os
 import sys
 import warnings
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -71,6 +71,7 @@ def core() -> ModuleType:
         else:
             if STREAM_BYTES is None:
                 STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
+            _PATTERNS.update(module.PATTERNS)
             _native = module
             return module
     raise ImportError(
@@ -111,7 +112,9 @@ def _caller_outside() -> int:
         frame, level = frame.f_back, level + 1
     return level
 
-_PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "fill": 4, "gather_window": 5, "scatter_window": 6}
+#: The steps' pattern ids by name, as the core exports them (``PATTERNS``, ``src/native/module.cpp``), read
+#: when it loads; empty without it (no program is made then).
+_PATTERNS: Dict[str, int] = {}
 
 #: Output size from which stores go around the cache: the size of the
 #: last-level cache this CPU shares (sysfs; else ``sysconf``; else 32 MiB).

@@ -275,15 +275,15 @@ def fan_out_first(loops: Sequence[Sequence[int]], word: int, start: int = 0, spa
     run = tile[1][0] * tile[1][1]  # a row's src words
     if tile[1][1] != 1 or run * word < 1024:
         return nest
-    if start % _LINE or span % _LINE or any(l[2] * word % _LINE for l in outer):
+    from .native_engine import core  # the core's line (its streams' unit); imported here: it imports this module
+
+    line = core().LINE
+    if start % line or span % line or any(l[2] * word % line for l in outer):
         return nest
     for k in range(len(outer) - 1, -1, -1):
         if outer[k][1] == run:
             return outer[k + 1:] + outer[:k + 1] + tile
     return nest
-
-
-_LINE = 64  # bytes in a cache line
 
 
 #: Block sizes with a specialised tile (see ``src/native/rows.hpp``).
