@@ -39,7 +39,7 @@ from .. import threads
 from ..outputs import allocate
 from ..caches import BoundedCache
 from ..plans import Plan, check_arrays
-from . import numpy_engine
+from . import core_format, numpy_engine
 from .strided import _address, _lowest_offset, fan_out_first, lower, lower_fill, lower_window
 from .units import lower_units
 
@@ -71,7 +71,6 @@ def core() -> ModuleType:
         else:
             if STREAM_BYTES is None:
                 STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
-            _PATTERNS.update(module.PATTERNS)
             _native = module
             return module
     raise ImportError(
@@ -112,9 +111,8 @@ def _caller_outside() -> int:
         frame, level = frame.f_back, level + 1
     return level
 
-#: The steps' pattern ids by name, as the core exports them (``PATTERNS``, ``src/native/module.cpp``), read
-#: when it loads; empty without it (no program is made then).
-_PATTERNS: Dict[str, int] = {}
+#: The steps' pattern ids by name, as the core exports them (:mod:`~datamove.engines.core_format`).
+_PATTERNS: Dict[str, int] = core_format.PATTERNS
 
 #: Output size from which stores go around the cache: the size of the
 #: last-level cache this CPU shares (sysfs; else ``sysconf``; else 32 MiB).

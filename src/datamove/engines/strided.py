@@ -34,6 +34,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
 import numpy as np
 
 from ..plans import View, Window
+from . import core_format
 
 __all__ = ["LoopNest", "WindowNest", "fan_out_first", "lower", "lower_fill", "lower_window", "schedule"]
 
@@ -275,9 +276,7 @@ def fan_out_first(loops: Sequence[Sequence[int]], word: int, start: int = 0, spa
     run = tile[1][0] * tile[1][1]  # a row's src words
     if tile[1][1] != 1 or run * word < 1024:
         return nest
-    from .native_engine import core  # the core's line (its streams' unit); imported here: it imports this module
-
-    line = core().LINE
+    line = core_format.LINE  # the core's line: its streams' unit
     if start % line or span % line or any(l[2] * word % line for l in outer):
         return nest
     for k in range(len(outer) - 1, -1, -1):

@@ -31,13 +31,9 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from ..plans import Plan
+from . import core_format  # the core's own limits on a UNITS step, never copied here
 
 __all__ = ["lower_units", "SMALL_UNIT_WORDS", "ROW_BYTES"]
-
-# The core's own limits on a UNITS step are read from it (``src/native/module.cpp``), never copied here:
-# ``UNIT_WORDS`` (the most words a unit holds), ``UNIT_ENTRIES`` (the most table entries a step carries, its
-# parts' together), ``MAX_PARTS`` (block offsets), ``ZERO_WORD`` (a table's entry for a word of zeros),
-# ``TABLE_REACH`` (the bound on a table's offsets and what the core reads on from them) and ``LINE``.
 
 #: Units up to this many words are tried first, an image before a plane; larger ones only where neither
 #: fits. NCHW SpaceToBatch of 30 x 30 images with 32 channels (8192-word images): 1.12-1.17x the copy
@@ -65,18 +61,18 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
     items are 4 or 8 bytes, the output's rows (its axis of the smallest
     stride, where that is blocked, padded or cropped; channels-last pixels
     take units whatever their size) are under :data:`ROW_BYTES`, and a unit
-    fits :data:`SMALL_UNIT_WORDS` words, else the core's ``UNIT_WORDS``: an output
+    fits :data:`SMALL_UNIT_WORDS` words, else the core's :data:`~datamove.engines.core_format.UNIT_WORDS`: an output
     image (every axis but the batch), or else a plane of it (the axes after
     the second, which then has no block, pads or crops, as NCHW's channels),
     laid out densely in ``out`` with the next batch's unit right after it,
-    the parts' tables together at most the core's ``UNIT_ENTRIES`` words (and, at
+    the parts' tables together at most its :data:`~datamove.engines.core_format.UNIT_ENTRIES` words (and, at
     :data:`TABLE_COST` bytes a word, within the output's bytes and 1 MiB).
     One step: ``[UNITS, item, 0, 0, 0, src,
     dst, 3, count, src_step, unit, parts, 0, part_step, unit, 0, 1]``, a part
     per block offset for SpaceToBatch (one for BatchToSpace, whose units
     read every block offset's input image), followed by each part's ``unit``
     entries: an input offset (items from the unit's first input item) or
-    the core's ``ZERO_WORD``.
+    :data:`~datamove.engines.core_format.ZERO_WORD`.
     """
     source = plan.source
     if not source:
@@ -85,10 +81,8 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
     if op == "space_to_batch" and not (plan.fills or plan.window_fills):
         return None
     item, groups = data.dtype.itemsize, math.prod(block)
-    from .native_engine import core  # (imported here: native_engine imports this module)
-
-    native = core()
-    if item not in (4, 8) or data.ndim < 3 or any(s % item for s in data.strides + out.strides) or groups > native.MAX_PARTS:
+    if (item not in (4, 8) or data.ndim < 3 or any(s % item for s in data.strides + out.strides)
+            or groups > core_format.MAX_PARTS):
         return None
     # The output's innermost axis: the windows' rows where it is blocked or padded (long rows keep them),
     # else pixels (channels-last), which the windows take one at a time: units however long.
@@ -103,7 +97,7 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
     images = out.shape[0] if op == "batch_to_space" else data.shape[0]  # the space tensor's batch: the units' loop
     # the unit's first axis: the image, else a plane of it; small units first
     for least, most, first in ((1, SMALL_UNIT_WORDS, 1), (1, SMALL_UNIT_WORDS, 2),
-                               (SMALL_UNIT_WORDS + 1, native.UNIT_WORDS, 1), (SMALL_UNIT_WORDS + 1, native.UNIT_WORDS, 2)):
+                               (SMALL_UNIT_WORDS + 1, core_format.UNIT_WORDS, 1), (SMALL_UNIT_WORDS + 1, core_format.UNIT_WORDS, 2)):
         if first == 2 and (block[1] != 1 or begin[1] or end[1] or data.ndim < 4):
             continue
         unit = math.prod(out.shape[first:])
@@ -123,16 +117,16 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
             continue
         if op == "space_to_batch":
             parts, part_step = groups, images * dst_strides[0]
-            if parts * unit > native.UNIT_ENTRIES or TABLE_COST * parts * unit > out.nbytes + (1 << 20):
+            if parts * unit > core_format.UNIT_ENTRIES or TABLE_COST * parts * unit > out.nbytes + (1 << 20):
                 continue
-            tables = _space_to_batch_tables(data.shape, src_strides, out.shape, block, begin, first, native.ZERO_WORD)
+            tables = _space_to_batch_tables(data.shape, src_strides, out.shape, block, begin, first, core_format.ZERO_WORD)
         else:
             tables = _batch_to_space_tables(src_strides, out.shape, block, begin, first)
             parts, part_step = 1, 0
-        reach = -(-(native.LINE // item) // unit) * abs(src_step)  # (the core's table reads on into the next units)
-        if int(np.abs(tables[tables != native.ZERO_WORD]).max(initial=0)) + reach >= native.TABLE_REACH:
+        reach = -(-(core_format.LINE // item) // unit) * abs(src_step)  # (the core's table reads on into the next units)
+        if int(np.abs(tables[tables != core_format.ZERO_WORD]).max(initial=0)) + reach >= core_format.TABLE_REACH:
             return None
-        head = [native.PATTERNS["units"], item, 0, 0, 0, starts[0], starts[1] + low, 3, count, src_step, unit, parts, 0, part_step,
+        head = [core_format.PATTERNS["units"], item, 0, 0, 0, starts[0], starts[1] + low, 3, count, src_step, unit, parts, 0, part_step,
                 unit, 0, 1]
         step = np.empty(len(head) + parts * unit, np.int64)  # the head, then the tables in place (no copy)
         step[:len(head)] = head
