@@ -46,7 +46,8 @@ from .units import lower_units
 if TYPE_CHECKING:
     from ..call import Call
 
-__all__ = ["run", "execute", "can_take", "core", "available", "warn_missing", "STREAM_BYTES", "program"]
+__all__ = ["run", "execute", "can_take", "core", "available", "warn_missing", "STREAM_BYTES", "program", "Planned",
+           "carries_tables"]
 
 
 _native: Optional[ModuleType] = None
@@ -272,6 +273,74 @@ _MAX_PROGRAMS = 256
 #: Bytes the kept programs may hold together: a program carrying units' tables is up to 2 MiB.
 _MAX_PROGRAM_BYTES = 64 << 20
 _PROGRAMS: "BoundedCache[bytes]" = BoundedCache(_MAX_PROGRAMS, _MAX_PROGRAM_BYTES)
+
+
+class Planned:
+    """One plan on inputs of one layout (shape, strides, dtype: a recipe's key), run by the core with its
+    programs kept here, so that a repeated call costs the core's run and no lowering or key of the plan.
+
+    ``planned(data, out)`` writes into ``out`` (checked by the caller: the plan's output shape and data's
+    dtype) and returns it; ``planned.fresh(data, out)`` the same into a C-contiguous ``out`` the caller has
+    just allocated. A program depends on more than the layout: the arrays' alignments (the widest word,
+    the lines streamed), ``out``'s strides (``out=`` may be any view), and whether the output is streamed
+    (its size against :data:`STREAM_BYTES`, read at each call): those are its key here. The thread count is
+    read at each call too (``datamove.set_num_threads``); no program depends on it.
+
+    >>> from datamove import plans
+    >>> data = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+    >>> planned = Planned(plans.space_to_depth(data.shape, (1, 4, 2), "blocks_first", 2))
+    >>> planned(data, np.empty((1, 4, 2), np.float32))[0].tolist()
+    [[0.0, 2.0], [4.0, 6.0], [1.0, 3.0], [5.0, 7.0]]
+    """
+
+    __slots__ = ("plan", "programs")
+
+    #: Programs one plan keeps (alignments of both arrays, out's layouts), newest kept.
+    MAX_PROGRAMS = 32
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.programs: "BoundedCache[bytes]" = BoundedCache(self.MAX_PROGRAMS)
+
+    def fresh(self, data: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Into ``out``, a C-contiguous array of the plan's output shape: its strides need no key."""
+        native = _native or core()
+        src, dst, size = native.lowest(data), native.lowest(out), out.nbytes
+        stream = 2 if size >= (STREAM_BYTES or 0) else int(size >= REGISTER_STREAM_BYTES)  # streamed(out)'s
+        key = (src & 63) << 8 | (dst & 63) << 2 | stream  # (an int: the cheapest key to hash)
+        found = self.programs.get(key)
+        if found is None:
+            found = self._made(key, data, out, src, dst, stream)
+            if found is None:
+                return out
+        native.run(found, data, out, threads.get_num_threads(), stream)
+        return out
+
+    def __call__(self, data: np.ndarray, out: np.ndarray) -> np.ndarray:
+        native = _native or core()
+        src, dst, size = native.lowest(data), native.lowest(out), out.nbytes
+        stream = 2 if size >= (STREAM_BYTES or 0) else int(size >= REGISTER_STREAM_BYTES)
+        key = ((src & 63) << 8 | (dst & 63) << 2 | stream, out.strides)
+        found = self.programs.get(key)
+        if found is None:
+            found = self._made(key, data, out, src, dst, stream)
+            if found is None:
+                return out
+        native.run(found, data, out, threads.get_num_threads(), stream)
+        return out
+
+    def _made(self, key: Any, data: np.ndarray, out: np.ndarray, src: int, dst: int, stream: int) -> Optional[bytes]:
+        """The program for a new key (None for an empty output: nothing to run)."""
+        check_arrays(self.plan, data, out)
+        if out.size == 0:
+            return None
+        return self.programs.put(key, program(self.plan, data, out, (src, dst), stream))
+
+
+def carries_tables(found: bytes) -> bool:
+    """Whether a program is a UNITS step given with its tables (:func:`~datamove.engines.units.lower_units`):
+    the core checks and makes them again at every run, a cost in proportion to the tables."""
+    return len(found) >= 16 and int.from_bytes(found[8:16], sys.byteorder, signed=True) == _PATTERNS["units"]
 
 
 def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
