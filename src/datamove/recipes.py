@@ -406,7 +406,7 @@ class Recipe:
             if out is None:
                 return core.fresh(data, self.empty(self.out_shape, self.dtype))
             check_out(out, self.out_shape, self.dtype)
-            return core(unaliased(data, out), out)
+            return core(data, out)  # (data copied there where it overlaps out)
         if out is None:
             if self.two_step is not None:
                 return self.two_step(data)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import threads
-from ..outputs import allocate
+from ..outputs import allocate, unaliased
 from ..caches import BoundedCache
 from ..plans import Plan, check_arrays
 from . import core_format, numpy_engine
@@ -280,8 +280,10 @@ class Planned:
     programs kept here, so that a repeated call costs the core's run and no lowering or key of the plan.
 
     ``planned(data, out)`` writes into ``out`` (checked by the caller: the plan's output shape and data's
-    dtype) and returns it; ``planned.fresh(data, out)`` the same into a C-contiguous ``out`` the caller has
-    just allocated. A program depends on more than the layout: the arrays' alignments (the widest word,
+    dtype) and returns it, ``data`` copied first where it may share memory with ``out`` (as
+    :func:`~datamove.outputs.unaliased` decides; asked only where their bounds overlap, which is
+    ``np.may_share_memory``'s own test, from the addresses and extents the call has anyway);
+    ``planned.fresh(data, out)`` the same into a C-contiguous ``out`` the caller has just allocated. A program depends on more than the layout: the arrays' alignments (the widest word,
     the lines streamed), ``out``'s strides (``out=`` may be any view), and whether the output is streamed
     (its size against :data:`STREAM_BYTES`, read at each call): those are its key here. The thread count is
     read at each call too (``datamove.set_num_threads``); no program depends on it.
@@ -293,14 +295,15 @@ class Planned:
     [[0.0, 2.0], [4.0, 6.0], [1.0, 3.0], [5.0, 7.0]]
     """
 
-    __slots__ = ("plan", "programs")
+    __slots__ = ("plan", "programs", "reach")
 
     #: Programs one plan keeps (alignments of both arrays, out's layouts), newest kept.
     MAX_PROGRAMS = 32
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        self.programs: "BoundedCache[bytes]" = BoundedCache(self.MAX_PROGRAMS)
+        self.programs: "BoundedCache[Any]" = BoundedCache(self.MAX_PROGRAMS)
+        self.reach = 0  # the bytes data spans from its lowest address (its layout's: the same for every call)
 
     def fresh(self, data: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Into ``out``, a C-contiguous array of the plan's output shape: its strides need no key."""
@@ -313,6 +316,7 @@ class Planned:
             found = self._made(key, data, out, src, dst, stream)
             if found is None:
                 return out
+            found = self.programs.put(key, found)
         native.run(found, data, out, threads.get_num_threads(), stream)
         return out
 
@@ -323,10 +327,16 @@ class Planned:
         key = ((src & 63) << 8 | (dst & 63) << 2 | stream, out.strides)
         found = self.programs.get(key)
         if found is None:
-            found = self._made(key, data, out, src, dst, stream)
-            if found is None:
+            made = self._made(key, data, out, src, dst, stream)
+            if made is None:
                 return out
-        native.run(found, data, out, threads.get_num_threads(), stream)
+            found = self.programs.put(key, (made, _extent(out)))  # out's extent: its layout's, as the key
+        made, reach = found
+        if src < dst + reach and dst < src + self.reach:
+            copy = unaliased(data, out)
+            if copy is not data:  # a copy of another layout than the one planned: the general path
+                return execute(self.plan, copy, out)
+        native.run(made, data, out, threads.get_num_threads(), stream)
         return out
 
     def _made(self, key: Any, data: np.ndarray, out: np.ndarray, src: int, dst: int, stream: int) -> Optional[bytes]:
@@ -334,7 +344,15 @@ class Planned:
         check_arrays(self.plan, data, out)
         if out.size == 0:
             return None
-        return self.programs.put(key, program(self.plan, data, out, (src, dst), stream))
+        self.reach = _extent(data)
+        return program(self.plan, data, out, (src, dst), stream)
+
+
+def _extent(array: np.ndarray) -> int:
+    """The bytes ``array`` spans from its lowest address to the end of its highest item (0 when empty)."""
+    if array.size == 0:
+        return 0
+    return array.itemsize + sum((n - 1) * abs(s) for n, s in zip(array.shape, array.strides))
 
 
 def carries_tables(found: bytes) -> bool:
