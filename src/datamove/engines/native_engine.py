@@ -352,7 +352,7 @@ def _extent(array: np.ndarray) -> int:
     """The bytes ``array`` spans from its lowest address to the end of its highest item (0 when empty)."""
     if array.size == 0:
         return 0
-    return array.itemsize + sum((n - 1) * abs(s) for n, s in zip(array.shape, array.strides))
+    return int(array.itemsize + sum((n - 1) * abs(s) for n, s in zip(array.shape, array.strides)))
 
 
 def carries_tables(found: bytes) -> bool:
