@@ -217,3 +217,28 @@ def test_threads_sharing_repeated_calls_of_every_alignment():
 
     run_threads(work)
     assert errors == []
+
+
+def test_a_small_cpu_tensor_repeats_on_the_core_where_pytorch_has_no_such_op(recorded):
+    """Not pixel_unshuffle: from the second call, the core through NumPy views; calls autograd records keep
+    the differentiable formula, whenever they come; dtypes, strides and lazy conjugates stay apart."""
+    torch = pytest.importorskip("torch")
+    for (op, args), shape in CASES:
+        function = getattr(dm, op)
+        for dtype in (torch.float32, torch.int16, torch.complex64):
+            base = torch.arange(int(np.prod(shape)), dtype=torch.int64).reshape(shape).to(dtype)
+            for data in (base, base.transpose(2, 3).contiguous().transpose(2, 3), base.conj() if dtype.is_complex else -base):
+                want = torch.from_numpy(_expected(op, args, data.resolve_conj().numpy()))
+                for _ in range(3):
+                    got = function(data, *args)
+                    assert type(got) is torch.Tensor and got.dtype == dtype and torch.equal(got.resolve_conj(), want)
+    assert recorded.runs  # (some of them ran on the core)
+    op, args = S2D
+    leaf = torch.rand(1, 4, 16, 16, requires_grad=True)
+    for k in range(3):
+        dm.space_to_depth(leaf, *args).sum().backward()
+        assert leaf.grad is not None and torch.equal(leaf.grad, torch.full_like(leaf, k + 1.0))
+        with torch.no_grad():
+            quiet = dm.space_to_depth(leaf, *args)
+        assert not quiet.requires_grad
+        assert torch.equal(quiet, torch.from_numpy(_expected(op, args, leaf.detach().numpy())))

@@ -145,6 +145,11 @@ class TorchRecipe(ForeignRecipe):
               and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN
               and torch_layout.memory_format(data) == sys.modules["torch"].contiguous_format):  # else: keep channels-last
             self.fast = _torch_formula(call, data)
+            if (data.device.type == "cpu" and facts.view and facts.core and type(data) is sys.modules["torch"].Tensor
+                    and not _pixel_shuffle(call, data) and not data.is_conj() and not data.is_neg()
+                    and data.numel() * data.element_size() >= route.REPEAT_NATIVE_MIN_BYTES
+                    and str(data.dtype).rpartition(".")[2] in libraries.NUMPY_DTYPES_OF_TORCH):
+                self.fast = _torch_core(call, data, self.fast)
 
     def __call__(self, data: Any, out: Any) -> Any:
         if self.gpu is not None and (out is None or (
@@ -177,7 +182,7 @@ def _torch_formula(call: Call, data: Any) -> Callable[[Any], Any]:
 
     op, params, plan = call.op, call.params, call.plan
     size = params.get("block_size")
-    if op in ("space_to_depth", "depth_to_space") and params["mode"] == "depth_first" and data.ndim == 4 and size > 1 and data.numel():
+    if _pixel_shuffle(call, data):
         # PyTorch's own op is exactly this one (and returns a new tensor, in the input's memory format)
         return (lambda x: F.pixel_unshuffle(x, size)) if op == "space_to_depth" else (lambda x: F.pixel_shuffle(x, size))
     xp = array_api_engine.namespace(data)
@@ -214,6 +219,36 @@ def _torch_formula(call: Call, data: Any) -> Callable[[Any], Any]:
         return y.view(out_shape) if after is None else after(y)
 
     return strided
+
+
+def _pixel_shuffle(call: Call, data: Any) -> bool:
+    """Whether PyTorch's ``pixel_unshuffle`` / ``pixel_shuffle`` is exactly the call's op."""
+    return (call.op in ("space_to_depth", "depth_to_space") and call.params["mode"] == "depth_first"
+            and data.ndim == 4 and call.params["block_size"] > 1 and data.numel() > 0)
+
+
+def _torch_core(call: Call, data: Any, first: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A small CPU tensor's repeated call whose op is no PyTorch op: the compiled core through NumPy views of
+    the input and of a new result, from the second call (the first, and any call autograd records, takes
+    ``first``, which needs no lowering). SpaceToDepth blocks_first of a [1, 4, 16, 16] float32 tensor: 35 us
+    by ``as_strided(...).clone()``, 10 us this way (pixel_unshuffle 6.6 us), on the 2-core AMD EPYC."""
+    torch = sys.modules["torch"]
+    planned = native_engine.Planned(call.plan)
+    shape, dtype = call.out_shape, data.detach().numpy().dtype
+    from_numpy, recording, empty = torch.from_numpy, torch.is_grad_enabled, np.empty
+    seen = [False]
+
+    def run(x: Any) -> Any:
+        if x.requires_grad:
+            if recording():
+                return first(x)
+            x = x.detach()
+        if not seen[0]:
+            seen[0] = True
+            return first(x)
+        return from_numpy(planned.fresh(x.numpy(), empty(shape, dtype)))
+
+    return run
 
 
 def _whole_blocks(op: str, block_shape: Tuple[int, ...], shape: Tuple[int, ...]) -> Plan:
