@@ -6,7 +6,7 @@ module's exports (``src/native/module.cpp``). Each limit is checked here against
 what the core itself takes and refuses, so an export cannot drift from the parser
 either. Without the core the package still imports and runs on NumPy.
 
-(About 1 s in all, most of it the child process without the core.)
+(About 1 s in all, most of it two child processes.)
 """
 
 from __future__ import annotations
@@ -120,7 +120,42 @@ def test_without_the_core_the_package_imports_and_runs_on_numpy():
         "assert np.array_equal(back, x) and np.array_equal(dm.depth_to_space(dm.space_to_depth(x, 'blocks_first', 2), 'blocks_first', 2), x)\n"
         "print('ok')\n"
     )
-    source = os.path.dirname(os.path.dirname(datamove.__file__))  # the datamove this process imported
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    result = _child(code)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def _child(code: str) -> "subprocess.CompletedProcess[str]":
+    """``code`` run in a fresh interpreter that imports the datamove this process imported."""
+    source = os.path.dirname(os.path.dirname(datamove.__file__))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_core_older_than_the_program_format_is_refused_and_the_package_runs_on_numpy():
+    """A core built from older sources (no PATTERNS: a stale build beside newer Python) is not loaded: its
+    programs would be written from no ids. ``import datamove`` still works; engine="native" says why."""
+    code = (
+        "import glob, importlib.util, sys, types, warnings\n"
+        f"path = glob.glob({os.path.dirname(datamove.__file__)!r} + '/_native*')\n"
+        "path = [p for p in path if not p.endswith('.pyi')][0]\n"
+        "spec = importlib.util.spec_from_file_location('_native', path)\n"
+        "real = importlib.util.module_from_spec(spec); spec.loader.exec_module(real)\n"
+        "stale = types.ModuleType('datamove._native')\n"
+        "for name in dir(real):\n"
+        "    if name != 'PATTERNS' and not name.startswith('__'): setattr(stale, name, getattr(real, name))\n"
+        "sys.modules['datamove._native'] = stale\n"
+        "import numpy as np, datamove as dm\n"
+        "from datamove.engines import native_engine\n"
+        "assert not native_engine.available()\n"
+        "x = np.arange(4 * 4 * 64 * 64, dtype=np.float32).reshape(4, 4, 64, 64)\n"
+        "warnings.simplefilter('ignore')\n"
+        "y = [dm.space_to_depth(x, 'blocks_first', 2) for _ in range(3)][-1]\n"
+        "assert np.array_equal(dm.depth_to_space(y, 'blocks_first', 2), x)\n"
+        "try:\n"
+        "    dm.space_to_depth(x, 'blocks_first', 2, engine='native')\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = _child(code)
+    assert result.returncode == 0, result.stderr
+    assert "predates this version's program format" in result.stdout and "pip install" in result.stdout

@@ -4,7 +4,8 @@ its parser holds a program to (``src/native/module.cpp``, from ``src/native/comm
 Read here once, from the loaded core, and never copied: :mod:`~datamove.engines.native_engine`,
 :mod:`~datamove.engines.units` and :mod:`~datamove.engines.strided` write programs with these. A leaf
 module (it imports nothing of datamove but the core), so that those three can all read it. Without the
-core (an install without a C++ compiler) ``PATTERNS`` is empty and each limit is -1: no program is made.
+core (an install without a C++ compiler), or with one built from older sources, ``PATTERNS`` is empty and each
+limit is -1: :func:`~datamove.engines.native_engine.core` refuses such a core, and no program is made.
 
 >>> import datamove
 >>> PATTERNS["contiguous"], ZERO_WORD == -(2**31)
@@ -26,12 +27,12 @@ except ImportError:  # native_engine.core() says why, where the core is needed
 
 
 def _limit(name: str) -> int:
-    return int(getattr(_core, name)) if _core is not None else -1
+    return int(getattr(_core, name, -1))
 
 
 #: A step's pattern id by name: "contiguous", "gather", "scatter", "strided", "fill", "gather_window",
 #: "scatter_window", "units".
-PATTERNS: Dict[str, int] = dict(_core.PATTERNS) if _core is not None else {}
+PATTERNS: Dict[str, int] = dict(getattr(_core, "PATTERNS", {}))  # (empty too from a core of older sources)
 #: A UNITS table's entry for a word of zeros.
 ZERO_WORD = _limit("ZERO_WORD")
 #: The most parts (block offsets) of a UNITS step.

@@ -70,10 +70,13 @@ def core() -> ModuleType:
         except ImportError as exc:
             missing = str(exc) or type(exc).__name__
         else:
-            if STREAM_BYTES is None:
-                STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
-            _native = module
-            return module
+            if not core_format.PATTERNS:  # a core built from older sources than this Python side
+                missing = "it predates this version's program format, exporting no PATTERNS"
+            else:
+                if STREAM_BYTES is None:
+                    STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
+                _native = module
+                return module
     raise ImportError(
         f"datamove's compiled core (datamove._native) is missing or does not load ({missing}); engine='native' "
         "needs it (engine='auto' runs without it, on NumPy). Install a wheel of datamove built for this platform, "
