@@ -6,6 +6,17 @@ CPU_ISA: str  # this CPU's level (DATAMOVE_ISA may lower ISA below it)
 ISAS: tuple[str, ...]  # every level the core can run at on this CPU, lowest first
 WHOLE_LINES: int  # 1 where streamed gathers of 4- and 8-byte words store whole lines from registers (AVX-512F)
 WHOLE_NARROW_LINES: int  # 1 where those of 1- and 2-byte words do too (AVX-512BW and VBMI)
+# The program format (common.hpp), read by the Python side that writes programs, never copied there
+PATTERNS: dict[str, int]  # a step's pattern id by name: "contiguous", "gather", ..., "units"
+ZERO_WORD: int  # a UNITS table's entry for a word of zeros
+MAX_PARTS: int  # a UNITS step's parts (block offsets)
+UNIT_WORDS: int  # the words of a given UNITS step's unit
+UNIT_ENTRIES: int  # its parts' table entries together
+TABLE_REACH: int  # the bound on a table's offsets and what the core reads on from them
+LINE: int  # bytes in a cache line, as the kernels count them
+MAX_LOOPS: int  # loops of one step
+MAX_STEPS: int  # steps of one program
+MAX_THREADS: int  # threads of one run
 
 def run(program: bytes, src: object, dst: object, threads: int, stream: int, /) -> None: ...  # arrays: the buffer protocol
 def cache_bytes() -> int: ...

@@ -146,8 +146,8 @@ class _NumPy(Library):
         return result
 
 
-# torch dtypes NumPy has (Tensor.numpy() gives them as themselves)
-_TORCH_NUMPY = frozenset((
+#: torch dtypes NumPy has (Tensor.numpy() gives them as themselves)
+NUMPY_DTYPES_OF_TORCH = _TORCH_NUMPY = frozenset((
     "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128",
 ))

@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include <array>
+#include <utility>
 
 #include "core.hpp"
 #include "platform.hpp"
@@ -230,5 +231,26 @@ PyMODINIT_FUNC PyInit__native(void) {
     // and with block 3 2.49x -> 1.77x, SpaceToBatch with pads 1.87x -> 1.58x, uint8 with a 4 x 4 block
     // 2.37x -> 1.91x, float64 3 x 3 2.23x -> 2.04x; no case of the bench slower by more than 0.03.
     if (PyModule_AddIntConstant(m, "STAGED_STREAMS", kIsa >= IsaAvx512f) < 0) return nullptr;
+    // The program format (common.hpp) as the Python side that writes programs reads it: the steps'
+    // pattern ids and the limits parse() holds them to (datamove.engines.native_engine, units), so that
+    // no id or limit is written twice.
+    PyObject* patterns = Py_BuildValue("{sisisisisisisisi}", "contiguous", CONTIGUOUS, "gather", GATHER, "scatter", SCATTER,
+                                       "strided", STRIDED, "fill", FILL, "gather_window", GATHER_WINDOW,
+                                       "scatter_window", SCATTER_WINDOW, "units", UNITS);
+    if (patterns == nullptr) return nullptr;
+    if (PyModule_AddObject(m, "PATTERNS", patterns) < 0) return Py_DECREF(patterns), nullptr;
+    const std::array<std::pair<const char*, long long>, 9> limits{{
+        {"ZERO_WORD", kZeroWord},            // a UNITS table's entry for a word of zeros
+        {"MAX_PARTS", kMaxParts},            // a UNITS step's parts (block offsets)
+        {"UNIT_WORDS", kUnitsWords},         // the words of a given UNITS step's unit
+        {"UNIT_ENTRIES", kUnitsEntries},     // its parts' table entries together
+        {"TABLE_REACH", 1ll << 28},          // parse()'s bound on a table's offsets, and what they read on (kFar)
+        {"LINE", kLine},                     // bytes in a cache line, as the kernels count them
+        {"MAX_LOOPS", kMaxLoops},            // loops of one step
+        {"MAX_STEPS", kMaxSteps},            // steps of one program
+        {"MAX_THREADS", kMaxThreads},        // threads of one run
+    }};
+    for (const auto& [name, value] : limits)
+        if (PyModule_AddObject(m, name, PyLong_FromLongLong(value)) < 0) return nullptr;
     return m;
 }

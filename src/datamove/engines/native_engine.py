@@ -31,22 +31,23 @@ import os
 import sys
 import warnings
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import threads
-from ..outputs import allocate
+from ..outputs import allocate, unaliased
 from ..caches import BoundedCache
 from ..plans import Plan, check_arrays
-from . import numpy_engine
+from . import core_format, numpy_engine
 from .strided import _address, _lowest_offset, fan_out_first, lower, lower_fill, lower_window
 from .units import lower_units
 
 if TYPE_CHECKING:
     from ..call import Call
 
-__all__ = ["run", "execute", "can_take", "core", "available", "warn_missing", "STREAM_BYTES", "program"]
+__all__ = ["run", "execute", "can_take", "core", "available", "warn_missing", "STREAM_BYTES", "program", "Planned",
+           "carries_tables"]
 
 
 _native: Optional[ModuleType] = None
@@ -60,7 +61,7 @@ def core() -> ModuleType:
 
     A failed load is tried once per process: later calls raise the same error at once.
     """
-    global _native, STREAM_BYTES, STAGED_STREAMS, missing
+    global _native, STREAM_BYTES, STAGED_STREAMS, RUN_MODES, missing
     if _native is not None:
         return _native
     if missing is None:
@@ -69,11 +70,15 @@ def core() -> ModuleType:
         except ImportError as exc:
             missing = str(exc) or type(exc).__name__
         else:
-            if STREAM_BYTES is None:
-                STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
-            STAGED_STREAMS = bool(getattr(module, "STAGED_STREAMS", True))
-            _native = module
-            return module
+            if not core_format.PATTERNS:  # a core built from older sources than this Python side
+                missing = "it predates this version's program format, exporting no PATTERNS"
+            else:
+                if STREAM_BYTES is None:
+                    STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
+                STAGED_STREAMS = bool(getattr(module, "STAGED_STREAMS", True))
+                RUN_MODES = (0, 1, 2) if STAGED_STREAMS else (0, 1, 1)
+                _native = module
+                return module
     raise ImportError(
         f"datamove's compiled core (datamove._native) is missing or does not load ({missing}); engine='native' "
         "needs it (engine='auto' runs without it, on NumPy). Install a wheel of datamove built for this platform, "
@@ -112,7 +117,8 @@ def _caller_outside() -> int:
         frame, level = frame.f_back, level + 1
     return level
 
-_PATTERNS = {"contiguous": 0, "gather": 1, "scatter": 2, "strided": 3, "fill": 4, "gather_window": 5, "scatter_window": 6}
+#: The steps' pattern ids by name, as the core exports them (:mod:`~datamove.engines.core_format`).
+_PATTERNS: Dict[str, int] = core_format.PATTERNS
 
 #: Output size from which stores go around the cache: the size of the
 #: last-level cache this CPU shares (sysfs; else ``sysconf``; else 32 MiB).
@@ -126,6 +132,8 @@ STREAM_BYTES: Optional[int] = None  # set when the core loads
 #: ``STAGED_STREAMS``, true where its level has AVX-512's whole-line kernels (without them, staged
 #: streaming cost more than plain stores).
 STAGED_STREAMS = True
+#: The core's stream mode for each of :func:`streamed`'s (the program is lowered for the latter).
+RUN_MODES = (0, 1, 2)
 
 #: Output size from which, below :data:`STREAM_BYTES`, the programs whose steps stream straight from
 #: registers (copies, fills, scatters of 4-, 8- and 16-byte words in blocks of 2 or 4, and, where the
@@ -280,6 +288,92 @@ _MAX_PROGRAM_BYTES = 64 << 20
 _PROGRAMS: "BoundedCache[bytes]" = BoundedCache(_MAX_PROGRAMS, _MAX_PROGRAM_BYTES)
 
 
+class Planned:
+    """One plan on inputs of one layout (shape, strides, dtype: a recipe's key), run by the core with its
+    programs kept here, so that a repeated call costs the core's run and no lowering or key of the plan.
+
+    ``planned(data, out)`` writes into ``out`` (checked by the caller: the plan's output shape and data's
+    dtype) and returns it, ``data`` copied first where it may share memory with ``out`` (as
+    :func:`~datamove.outputs.unaliased` decides; asked only where their bounds overlap, which is
+    ``np.may_share_memory``'s own test, from the addresses and extents the call has anyway);
+    ``planned.fresh(data, out)`` the same into a C-contiguous ``out`` the caller has just allocated. A program depends on more than the layout: the arrays' alignments (the widest word,
+    the lines streamed), ``out``'s strides (``out=`` may be any view), and whether the output is streamed
+    (its size against :data:`STREAM_BYTES`, read at each call): those are its key here. The thread count is
+    read at each call too (``datamove.set_num_threads``); no program depends on it.
+
+    >>> from datamove import plans
+    >>> data = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+    >>> planned = Planned(plans.space_to_depth(data.shape, (1, 4, 2), "blocks_first", 2))
+    >>> planned(data, np.empty((1, 4, 2), np.float32))[0].tolist()
+    [[0.0, 2.0], [4.0, 6.0], [1.0, 3.0], [5.0, 7.0]]
+    """
+
+    __slots__ = ("plan", "programs", "reach")
+
+    #: Programs one plan keeps (alignments of both arrays, out's layouts), newest kept.
+    MAX_PROGRAMS = 32
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.programs: "BoundedCache[Any]" = BoundedCache(self.MAX_PROGRAMS)
+        self.reach = 0  # the bytes data spans from its lowest address (its layout's: the same for every call)
+
+    def fresh(self, data: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Into ``out``, a C-contiguous array of the plan's output shape: its strides need no key."""
+        native = _native or core()
+        src, dst, size = native.lowest(data), native.lowest(out), out.nbytes
+        stream = 2 if size >= (STREAM_BYTES or 0) else int(size >= REGISTER_STREAM_BYTES)  # streamed(out)'s
+        key = (src & 63) << 8 | (dst & 63) << 2 | stream  # (an int: the cheapest key to hash)
+        found = self.programs.get(key)
+        if found is None:
+            found = self._made(key, data, out, src, dst, stream)
+            if found is None:
+                return out
+            found = self.programs.put(key, found)
+        native.run(found, data, out, threads.get_num_threads(), RUN_MODES[stream])
+        return out
+
+    def __call__(self, data: np.ndarray, out: np.ndarray) -> np.ndarray:
+        native = _native or core()
+        src, dst, size = native.lowest(data), native.lowest(out), out.nbytes
+        stream = 2 if size >= (STREAM_BYTES or 0) else int(size >= REGISTER_STREAM_BYTES)
+        key = ((src & 63) << 8 | (dst & 63) << 2 | stream, out.strides)
+        found = self.programs.get(key)
+        if found is None:
+            made = self._made(key, data, out, src, dst, stream)
+            if made is None:
+                return out
+            found = self.programs.put(key, (made, _extent(out)))  # out's extent: its layout's, as the key
+        made, reach = found
+        if src < dst + reach and dst < src + self.reach:
+            copy = unaliased(data, out)
+            if copy is not data:  # a copy of another layout than the one planned: the general path
+                return execute(self.plan, copy, out)
+        native.run(made, data, out, threads.get_num_threads(), RUN_MODES[stream])
+        return out
+
+    def _made(self, key: Any, data: np.ndarray, out: np.ndarray, src: int, dst: int, stream: int) -> Optional[bytes]:
+        """The program for a new key (None for an empty output: nothing to run)."""
+        check_arrays(self.plan, data, out)
+        if out.size == 0:
+            return None
+        self.reach = _extent(data)
+        return program(self.plan, data, out, (src, dst), stream)
+
+
+def _extent(array: np.ndarray) -> int:
+    """The bytes ``array`` spans from its lowest address to the end of its highest item (0 when empty)."""
+    if array.size == 0:
+        return 0
+    return int(array.itemsize + sum((n - 1) * abs(s) for n, s in zip(array.shape, array.strides)))
+
+
+def carries_tables(found: bytes) -> bool:
+    """Whether a program is a UNITS step given with its tables (:func:`~datamove.engines.units.lower_units`):
+    the core checks and makes them again at every run, a cost in proportion to the tables."""
+    return len(found) >= 16 and int.from_bytes(found[8:16], sys.byteorder, signed=True) == _PATTERNS["units"]
+
+
 def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
     """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data`` into ``out``, or a new array."""
     return execute(call.plan, data, allocate(call.out_shape, data.dtype) if out is None else out)
@@ -301,6 +395,5 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     stream = streamed(out)
     # (the program as streamed outputs have it; the core stores its L1-staged steps plainly where they pay
     # no better streamed: STAGED_STREAMS)
-    native.run(program(plan, data, out, addresses, stream), data, out, threads.get_num_threads(),
-               stream if STAGED_STREAMS else min(stream, 1))
+    native.run(program(plan, data, out, addresses, stream), data, out, threads.get_num_threads(), RUN_MODES[stream])
     return out

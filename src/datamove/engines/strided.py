@@ -34,6 +34,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
 import numpy as np
 
 from ..plans import View, Window
+from . import core_format
 
 __all__ = ["LoopNest", "WindowNest", "fan_out_first", "lower", "lower_fill", "lower_window", "schedule"]
 
@@ -275,15 +276,13 @@ def fan_out_first(loops: Sequence[Sequence[int]], word: int, start: int = 0, spa
     run = tile[1][0] * tile[1][1]  # a row's src words
     if tile[1][1] != 1 or run * word < 1024:
         return nest
-    if start % _LINE or span % _LINE or any(l[2] * word % _LINE for l in outer):
+    line = core_format.LINE  # the core's line: its streams' unit
+    if start % line or span % line or any(l[2] * word % line for l in outer):
         return nest
     for k in range(len(outer) - 1, -1, -1):
         if outer[k][1] == run:
             return outer[k + 1:] + outer[:k + 1] + tile
     return nest
-
-
-_LINE = 64  # bytes in a cache line
 
 
 #: Block sizes with a specialised tile (see ``src/native/rows.hpp``).

@@ -31,13 +31,10 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from ..plans import Plan
+from . import core_format  # the core's own limits on a UNITS step, never copied here
 
-__all__ = ["lower_units", "UNIT_WORDS", "SMALL_UNIT_WORDS", "MAX_ENTRIES", "ZERO", "ROW_BYTES", "MAX_PARTS"]
+__all__ = ["lower_units", "SMALL_UNIT_WORDS", "ROW_BYTES"]
 
-#: The most words a unit holds (``kUnitsWords`` in ``src/native/common.hpp``), and the most table entries a
-#: step carries, its parts' together (``kUnitsEntries``: at most 2 MiB of program).
-UNIT_WORDS = 16384
-MAX_ENTRIES = 64 * 4096
 #: Units up to this many words are tried first, an image before a plane; larger ones only where neither
 #: fits. NCHW SpaceToBatch of 30 x 30 images with 32 channels (8192-word images): 1.12-1.17x the copy
 #: floor by planes, 1.23-1.27x by images. Channels-last images have no planes: 2 x 2 blocks on 30 x 30
@@ -47,17 +44,11 @@ SMALL_UNIT_WORDS = 4096
 #: step's tables stay within what the output itself takes and 1 MiB (one 512 x 502 image in 8 x 8
 #: blocks, a 1 MiB output, took 6 MiB of tables).
 TABLE_COST = 24
-#: A table's entry for a word of zeros (``kZeroWord`` in ``src/native/common.hpp``).
-ZERO = -(2**31)
 #: Output rows from this many bytes keep the windows: their tiles copy long runs at the copy's speed
 #: (NCHW 62 x 126 images with a 2 x 2 block, 64 MiB, rows of 256 bytes: 0.80-0.83x the copy floor by the
 #: windows, 1.30-1.43x by units). Channels-last pixels of 64 to 4096 bytes took units at 0.74-1.39x,
 #: the windows at 0.75-3.18x (2 x 2 to 14 x 14 images, 4-48 MiB, same process, in turns).
 ROW_BYTES = 256
-#: The most block offsets (``kMaxParts``).
-MAX_PARTS = 64
-_UNITS = 7  # the step's pattern (``UNITS``)
-_LINE = 64
 
 
 def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
@@ -70,18 +61,18 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
     items are 4 or 8 bytes, the output's rows (its axis of the smallest
     stride, where that is blocked, padded or cropped; channels-last pixels
     take units whatever their size) are under :data:`ROW_BYTES`, and a unit
-    fits :data:`SMALL_UNIT_WORDS` words, else :data:`UNIT_WORDS`: an output
+    fits :data:`SMALL_UNIT_WORDS` words, else the core's :data:`~datamove.engines.core_format.UNIT_WORDS`: an output
     image (every axis but the batch), or else a plane of it (the axes after
     the second, which then has no block, pads or crops, as NCHW's channels),
     laid out densely in ``out`` with the next batch's unit right after it,
-    the parts' tables together at most :data:`MAX_ENTRIES` words (and, at
+    the parts' tables together at most its :data:`~datamove.engines.core_format.UNIT_ENTRIES` words (and, at
     :data:`TABLE_COST` bytes a word, within the output's bytes and 1 MiB).
     One step: ``[UNITS, item, 0, 0, 0, src,
     dst, 3, count, src_step, unit, parts, 0, part_step, unit, 0, 1]``, a part
     per block offset for SpaceToBatch (one for BatchToSpace, whose units
     read every block offset's input image), followed by each part's ``unit``
     entries: an input offset (items from the unit's first input item) or
-    :data:`ZERO`.
+    :data:`~datamove.engines.core_format.ZERO_WORD`.
     """
     source = plan.source
     if not source:
@@ -90,7 +81,8 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
     if op == "space_to_batch" and not (plan.fills or plan.window_fills):
         return None
     item, groups = data.dtype.itemsize, math.prod(block)
-    if item not in (4, 8) or data.ndim < 3 or any(s % item for s in data.strides + out.strides) or groups > MAX_PARTS:
+    if (item not in (4, 8) or data.ndim < 3 or any(s % item for s in data.strides + out.strides)
+            or groups > core_format.MAX_PARTS):
         return None
     # The output's innermost axis: the windows' rows where it is blocked or padded (long rows keep them),
     # else pixels (channels-last), which the windows take one at a time: units however long.
@@ -105,7 +97,7 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
     images = out.shape[0] if op == "batch_to_space" else data.shape[0]  # the space tensor's batch: the units' loop
     # the unit's first axis: the image, else a plane of it; small units first
     for least, most, first in ((1, SMALL_UNIT_WORDS, 1), (1, SMALL_UNIT_WORDS, 2),
-                               (SMALL_UNIT_WORDS + 1, UNIT_WORDS, 1), (SMALL_UNIT_WORDS + 1, UNIT_WORDS, 2)):
+                               (SMALL_UNIT_WORDS + 1, core_format.UNIT_WORDS, 1), (SMALL_UNIT_WORDS + 1, core_format.UNIT_WORDS, 2)):
         if first == 2 and (block[1] != 1 or begin[1] or end[1] or data.ndim < 4):
             continue
         unit = math.prod(out.shape[first:])
@@ -125,16 +117,16 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
             continue
         if op == "space_to_batch":
             parts, part_step = groups, images * dst_strides[0]
-            if parts * unit > MAX_ENTRIES or TABLE_COST * parts * unit > out.nbytes + (1 << 20):
+            if parts * unit > core_format.UNIT_ENTRIES or TABLE_COST * parts * unit > out.nbytes + (1 << 20):
                 continue
-            tables = _space_to_batch_tables(data.shape, src_strides, out.shape, block, begin, first)
+            tables = _space_to_batch_tables(data.shape, src_strides, out.shape, block, begin, first, core_format.ZERO_WORD)
         else:
             tables = _batch_to_space_tables(src_strides, out.shape, block, begin, first)
             parts, part_step = 1, 0
-        reach = -(-(_LINE // item) // unit) * abs(src_step)  # (the core's table reads on into the next units)
-        if int(np.abs(tables[tables != ZERO]).max(initial=0)) + reach >= 1 << 28:
+        reach = -(-(core_format.LINE // item) // unit) * abs(src_step)  # (the core's table reads on into the next units)
+        if int(np.abs(tables[tables != core_format.ZERO_WORD]).max(initial=0)) + reach >= core_format.TABLE_REACH:
             return None
-        head = [_UNITS, item, 0, 0, 0, starts[0], starts[1] + low, 3, count, src_step, unit, parts, 0, part_step,
+        head = [core_format.PATTERNS["units"], item, 0, 0, 0, starts[0], starts[1] + low, 3, count, src_step, unit, parts, 0, part_step,
                 unit, 0, 1]
         step = np.empty(len(head) + parts * unit, np.int64)  # the head, then the tables in place (no copy)
         step[:len(head)] = head
@@ -152,9 +144,9 @@ def _offsets(shape: Sequence[int], strides: Sequence[int]) -> np.ndarray[Any, An
 
 
 def _space_to_batch_tables(in_shape: Sequence[int], src_strides: Sequence[int], out_shape: Sequence[int],
-                           block: Sequence[int], pads_begin: Sequence[int], first: int) -> np.ndarray[Any, Any]:
+                           block: Sequence[int], pads_begin: Sequence[int], first: int, zero: int) -> np.ndarray[Any, Any]:
     """Per block offset, each output word of one unit (by its index, not yet its place in memory): the input
-    offset it copies (from the unit's first input item), or ZERO. The spec's ``out[(b, n), q] =
+    offset it copies (from the unit's first input item), or ``zero``. The spec's ``out[(b, n), q] =
     data[n, q * B + b - PB]``, the batch index ``b`` counting the block offsets row-major."""
     axes = range(first, len(in_shape))
     groups = np.indices(tuple(block[1:])).reshape(len(block) - 1, -1)  # each block offset's b, per axis
@@ -166,7 +158,7 @@ def _space_to_batch_tables(in_shape: Sequence[int], src_strides: Sequence[int], 
         x = x.reshape(shape)
         table += x * src_strides[axis]
         inside &= (x >= 0) & (x < in_shape[axis])
-    return np.where(inside, table, ZERO)
+    return np.where(inside, table, zero)
 
 
 def _batch_to_space_tables(src_strides: Sequence[int], out_shape: Sequence[int], block: Sequence[int],

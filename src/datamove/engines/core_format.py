@@ -1,0 +1,47 @@
+"""The compiled core's program format as the core itself exports it: the steps' pattern ids and the limits
+its parser holds a program to (``src/native/module.cpp``, from ``src/native/common.hpp``).
+
+Read here once, from the loaded core, and never copied: :mod:`~datamove.engines.native_engine`,
+:mod:`~datamove.engines.units` and :mod:`~datamove.engines.strided` write programs with these. A leaf
+module (it imports nothing of datamove but the core), so that those three can all read it. Without the
+core (an install without a C++ compiler), or with one built from older sources, ``PATTERNS`` is empty and each
+limit is -1: :func:`~datamove.engines.native_engine.core` refuses such a core, and no program is made.
+
+>>> import datamove
+>>> PATTERNS["contiguous"], ZERO_WORD == -(2**31)
+(0, True)
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Dict, Optional
+
+__all__ = ["PATTERNS", "ZERO_WORD", "MAX_PARTS", "UNIT_WORDS", "UNIT_ENTRIES", "TABLE_REACH", "LINE"]
+
+_core: Optional[ModuleType]
+try:
+    from .. import _native as _core
+except ImportError:  # native_engine.core() says why, where the core is needed
+    _core = None
+
+
+def _limit(name: str) -> int:
+    return int(getattr(_core, name, -1))
+
+
+#: A step's pattern id by name: "contiguous", "gather", "scatter", "strided", "fill", "gather_window",
+#: "scatter_window", "units".
+PATTERNS: Dict[str, int] = dict(getattr(_core, "PATTERNS", {}))  # (empty too from a core of older sources)
+#: A UNITS table's entry for a word of zeros.
+ZERO_WORD = _limit("ZERO_WORD")
+#: The most parts (block offsets) of a UNITS step.
+MAX_PARTS = _limit("MAX_PARTS")
+#: The most words of a given UNITS step's unit.
+UNIT_WORDS = _limit("UNIT_WORDS")
+#: The most table entries a UNITS step carries, its parts' together.
+UNIT_ENTRIES = _limit("UNIT_ENTRIES")
+#: The bound on a table's offsets and on what the core reads on from them.
+TABLE_REACH = _limit("TABLE_REACH")
+#: Bytes in a cache line, as the kernels count them (streamed stores go a line at a time).
+LINE = _limit("LINE")
