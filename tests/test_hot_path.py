@@ -171,7 +171,8 @@ def test_the_streaming_mode_is_part_of_the_program_key(recorded, monkeypatch):
             monkeypatch.setattr(native_engine, "_native", recorded)
         for _ in range(2):
             np.testing.assert_array_equal(dm.space_to_depth(x, *args), _expected(op, args, x))
-        assert recorded.runs[-1][2] == (2 if stream_bytes == 0 else 0)
+        # (streamed: the core's mode for it, 1 where its level stores L1-staged steps plainly: RUN_MODES)
+        assert recorded.runs[-1][2] == (native_engine.RUN_MODES[2] if stream_bytes == 0 else 0)
 
 
 def test_bad_out_is_refused_on_the_cached_path_as_on_the_first_call():
