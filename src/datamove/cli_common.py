@@ -31,6 +31,20 @@ class CommandError(Exception):
     """A problem with the command line or its files; printed as one line, exit status 2."""
 
 
+def add_model_arguments(parser: Any) -> None:
+    """``MODEL.xml`` and its repeatable ``-i NAME=FILE.npy``: the arguments every command on an IR model takes.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="demo")
+    >>> add_model_arguments(parser)
+    >>> parser.format_usage().strip()
+    'usage: demo [-h] [-i NAME=FILE.npy] MODEL.xml'
+    """
+    parser.add_argument("model", metavar="MODEL.xml", help="the IR's .xml file")
+    parser.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy",
+                        help="a Parameter's input (repeat for each Parameter)")
+
+
 def add_engine_option(parser: Any, what: str) -> None:
     """``--engine``, whose choices are the engine registry's names (:data:`datamove.route.ENGINES`) and auto.
 

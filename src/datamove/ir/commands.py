@@ -21,7 +21,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from .. import opset
-from ..cli_common import CommandError, add_engine_option, check_target, load_inputs, write_file
+from ..cli_common import CommandError, add_engine_option, add_model_arguments, check_target, load_inputs, write_file
 from ..dims import format_shape
 from ..errors import DataMoveError, quote, show
 
@@ -224,9 +224,7 @@ def add_run_model_parser(commands: Any) -> None:
         description="Run an OpenVINO IR model made of the four operations on .npy inputs; save the outputs as .npz "
                     "(or as .npy files in a folder).",
     )
-    run.add_argument("model", metavar="MODEL.xml", help="the IR's .xml file")
-    run.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy",
-                     help="a Parameter's input (repeat for each Parameter)")
+    add_model_arguments(run)
     run.add_argument("-o", "--output", required=True, metavar="OUT.npz",
                      help="where to save the outputs: an .npz file, or a folder (an existing one, or a name ending "
                           "in /) for one NAME.npy per output, each written in place as a memory map "

@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from ..cli_common import add_model_arguments
 from ..dims import format_shape
 from ..errors import DataMoveError, brief, quote, show
 from .model import OPERATIONS
@@ -485,9 +486,7 @@ def add_verify_parser(commands: Any) -> None:
         description="Run MODEL.xml in OpenVINO on .npy inputs and recompute each BatchToSpace, SpaceToBatch, "
                     "SpaceToDepth and DepthToSpace layer with datamove from the input OpenVINO fed it.",
     )
-    parser.add_argument("model", metavar="MODEL.xml", help="the IR's .xml file")
-    parser.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy",
-                        help="a Parameter's input (repeat for each Parameter)")
+    add_model_arguments(parser)
     parser.add_argument("--bin", metavar="FILE", help="the weights (default: MODEL.bin)")
     parser.add_argument("--device", default="CPU", metavar="NAME", help="the OpenVINO device (default: CPU)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
