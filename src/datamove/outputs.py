@@ -43,11 +43,12 @@ def check_out(out: Any, shape: Tuple[int, ...], dtype: np.dtype[Any]) -> None:
         raise DataMoveError(f"out.shape must be the output shape {shape}, got {out.shape}")
     if out.dtype != dtype:
         raise DataMoveError(f"out.dtype must be data.dtype = {dtype}, got {out.dtype}")
-    if not out.flags.writeable:
+    flags = out.flags  # (a new object each time it is asked for: once, on every call into out=)
+    if not flags.writeable:
         raise DataMoveError("out must be writeable, got a read-only array")
     if type(out) is not np.ndarray:
         refuse_masked(out, "out")
-    if not out.flags.c_contiguous and not out.flags.f_contiguous:
+    if not flags.c_contiguous and not flags.f_contiguous:
         _check_no_self_overlap(out)
 
 
