@@ -172,6 +172,9 @@ enum Pattern { CONTIGUOUS = 0, GATHER = 1, SCATTER = 2, STRIDED = 3, FILL = 4, G
                UNITS = 7 };
 // A table's entry for a word of zeros (SpaceToBatch's pads), in a program and in a Table.
 constexpr int32_t kZeroWord = INT32_MIN;
+// How far a table's offsets (units, table_lines) and what they read on may reach, in words: their int32
+// entries, and the sums of them that the kernels form, stay in range (parse holds tables to it).
+constexpr int64_t kTableReach = int64_t(1) << 28;
 // The most parts of a UNITS step (SpaceToBatch: its block offsets, up to 4 x 4 x 4), and the input bytes
 // a chunk of its rows reads, for every part in turn (run_units: in the L2 cache from the first part on).
 constexpr int64_t kMaxParts = 64;

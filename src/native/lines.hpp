@@ -740,7 +740,7 @@ inline int64_t units_around(const Step& st, int m, Table* t, bool fill = true) {
     const int64_t units = (L + unit - 1) / unit + 1;  // (the units a table's words reach into, for the range check)
     std::fill(t->at, t->at + unit, INT32_MIN);
     const bool dense = each_word(st, st.nouter - m, [&](int64_t out, int64_t in) {
-        if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28))
+        if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= kTableReach)
             return false;
         t->at[out] = (int32_t)in;
         return true;
@@ -799,7 +799,7 @@ inline int64_t table_modes(const Step& st, Table* t, bool streamed) {
                 const int64_t row_out = st.pattern == GATHER ? st.at[j] : st.pattern == SCATTER ? j : j * st.l1.d;
                 for (int64_t i = 0; i < n; ++i) {
                     const int64_t out = k * around.d + row_out + i * st.l0.d, in = k * around.s + row_in + i * st.l0.s;
-                    if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28)) {
+                    if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= kTableReach) {
                         dense = false;
                         break;
                     }

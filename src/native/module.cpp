@@ -244,7 +244,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"MAX_PARTS", kMaxParts},            // a UNITS step's parts (block offsets)
         {"UNIT_WORDS", kUnitsWords},         // the words of a given UNITS step's unit
         {"UNIT_ENTRIES", kUnitsEntries},     // its parts' table entries together
-        {"TABLE_REACH", 1ll << 28},          // parse()'s bound on a table's offsets, and what they read on (kFar)
+        {"TABLE_REACH", kTableReach},        // parse()'s bound on a table's offsets, and what they read on
         {"LINE", kLine},                     // bytes in a cache line, as the kernels count them
         {"MAX_LOOPS", kMaxLoops},            // loops of one step
         {"MAX_STEPS", kMaxSteps},            // steps of one program

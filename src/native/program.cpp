@@ -261,7 +261,7 @@ bool merge_units(Step* steps, int* nsteps, Table** table) {
     for (int s = 0; s < count && dense; ++s)
         dense = each_word(steps[s], 1, [&](int64_t out, int64_t in) {
             out += steps[s].dst0 - lowest, in += steps[s].src0 - in_base;
-            if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= (1ll << 28)) return false;
+            if (out < 0 || out >= unit || t->at[out] != INT32_MIN || std::abs(in) + (units - 1) * std::abs(on.s) >= kTableReach) return false;
             t->at[out] = (int32_t)in;
             ++filled;
             return true;
@@ -553,7 +553,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total,
         if (st.pattern == UNITS) {  // [count, s, unit] [parts, 0, part_d] [unit, 0, 1], then each part's table
             const Loop on = loops[0], parts = loops[1];
             const int64_t unit = st.l0.n;
-            constexpr int64_t kFar = 1ll << 28;  // (a table's offsets and those it reads on to stay int32)
+            constexpr int64_t kFar = kTableReach;
             if ((st.word != 4 && st.word != 8) || nloops != 3 || unit < 1 || unit > kUnitsWords || st.l0.s != 0 || st.l0.d != 1 ||
                 on.d != unit || on.n < 0 || on.s <= -kFar || on.s >= kFar || parts.n < 1 || parts.n > kMaxParts || parts.s != 0 ||
                 parts.n * unit > kUnitsEntries || at + parts.n * unit > n)
