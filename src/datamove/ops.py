@@ -47,9 +47,6 @@ def _as_array(data: Any) -> Any:
 _require = params.required
 
 
-
-
-
 def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
     """An output no array can hold is a DataMoveError on every path (NumPy says ValueError, PyTorch RuntimeError)."""
     nbytes = math.prod(shape) * getattr(dtype, "itemsize", 1)
