@@ -61,7 +61,7 @@ def core() -> ModuleType:
 
     A failed load is tried once per process: later calls raise the same error at once.
     """
-    global _native, STREAM_BYTES, STAGED_STREAMS, RUN_MODES, missing
+    global _native, STREAM_BYTES, RUN_MODES, missing
     if _native is not None:
         return _native
     if missing is None:
@@ -75,8 +75,7 @@ def core() -> ModuleType:
             else:
                 if STREAM_BYTES is None:
                     STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
-                STAGED_STREAMS = bool(getattr(module, "STAGED_STREAMS", True))
-                RUN_MODES = (0, 1, 2) if STAGED_STREAMS else (0, 1, 1)
+                RUN_MODES = (0, 1, 2) if getattr(module, "STAGED_STREAMS", True) else (0, 1, 1)
                 _native = module
                 return module
     raise ImportError(
@@ -127,12 +126,10 @@ _PATTERNS: Dict[str, int] = core_format.PATTERNS
 #: plain but 2.1x streamed (the output would have stayed in cache).
 STREAM_BYTES: Optional[int] = None  # set when the core loads
 
-#: Whether outputs of :data:`STREAM_BYTES` or more run with their L1-staged steps streamed too (the core's
-#: stream=2), or streamed only as from :data:`REGISTER_STREAM_BYTES` (stream=1): the core's
-#: ``STAGED_STREAMS``, true where its level has AVX-512's whole-line kernels (without them, staged
-#: streaming cost more than plain stores).
-STAGED_STREAMS = True
-#: The core's stream mode for each of :func:`streamed`'s (the program is lowered for the latter).
+#: The core's stream mode for each of :func:`streamed`'s (the program is lowered for the latter): outputs of
+#: :data:`STREAM_BYTES` or more run with their L1-staged steps streamed too (the core's stream=2) where the
+#: core's ``STAGED_STREAMS`` says that pays (its level has AVX-512's whole-line kernels), else as from
+#: :data:`REGISTER_STREAM_BYTES` (stream=1: without them, staged streaming cost more than plain stores).
 RUN_MODES = (0, 1, 2)
 
 #: Output size from which, below :data:`STREAM_BYTES`, the programs whose steps stream straight from
@@ -394,6 +391,6 @@ def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
     addresses = (native.lowest(data), native.lowest(out))  # strided._address's, in a tenth of the time
     stream = streamed(out)
     # (the program as streamed outputs have it; the core stores its L1-staged steps plainly where they pay
-    # no better streamed: STAGED_STREAMS)
+    # no better streamed: RUN_MODES)
     native.run(program(plan, data, out, addresses, stream), data, out, threads.get_num_threads(), RUN_MODES[stream])
     return out
