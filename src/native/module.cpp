@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core.hpp"
+#include "planner_py.hpp"
 #include "platform.hpp"
 
 namespace {
@@ -186,6 +187,15 @@ PyMethodDef methods[] = {
     {"streams", py_streams, METH_VARARGS,
      "streams(program, dst_address, registers=False): whether run() with stream=2 (registers: 1) streams this "
      "program's stores (every piece whole)."},
+    {"plan_flat", dm::planner::py_plan_flat, METH_VARARGS,
+     "plan_flat(op, in_shape, out_shape, block, begin, end, mode, block_size): the planner's plan of a call, "
+     "encoded as plan.hpp says (None where it plans none): for the tests."},
+    {"lower_flat", dm::planner::py_lower_flat, METH_VARARGS,
+     "lower_flat(plan, data, out, stream): the planner's program of an encoded plan over two arrays (None where "
+     "it lowers none): for the tests."},
+    {"units_flat", dm::planner::py_units_flat, METH_VARARGS,
+     "units_flat(plan, data, out): the planner's steps of units from tables for an encoded plan over two arrays, "
+     "as a program (None where it takes none): for the tests."},
     {nullptr, nullptr, 0, nullptr},
 };
 

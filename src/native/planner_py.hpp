@@ -1,0 +1,20 @@
+// The planner's Python functions (planner_py.cpp), listed in module.cpp's methods.
+
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+namespace dm::planner {
+
+// plan_flat(op, in_shape, out_shape, block, begin, end, mode, block_size) -> bytes or None: plan_views's
+// plan, encoded (plan.hpp), for the tests that hold it to datamove.plans'.
+PyObject* py_plan_flat(PyObject*, PyObject* args);
+// lower_flat(plan, data, out, stream) -> bytes or None: lower_program's program of an encoded plan over
+// two arrays (buffer protocol), for the tests that hold it to datamove.engines.native_engine.program's.
+PyObject* py_lower_flat(PyObject*, PyObject* args);
+// units_flat(plan, data, out) -> bytes or None: lower_units's steps of an encoded plan as a program (the
+// step count, then the steps), for the tests that hold them to datamove.engines.units.lower_units'.
+PyObject* py_units_flat(PyObject*, PyObject* args);
+
+}  // namespace dm::planner
