@@ -13,7 +13,7 @@ rules and their messages exist once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional, SupportsIndex, Tuple, get_args, overload
+from typing import Any, Optional, SupportsIndex, Tuple, get_args, overload
 
 from .dims import INT64_MAX, _index
 from .errors import DataMoveError, brief, number, traced
@@ -59,39 +59,23 @@ def int_vector(value: object, name: str, limit: Optional[int] = None) -> Optiona
     """
     if value is None:
         return None
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} must be a sequence of integers, got {type(value).__name__} {brief(value)}")
-    if hasattr(value, "dtype") and hasattr(value, "shape"):
-        import numpy as np
-
-        shape = tuple(getattr(value, "shape", ()) or ())
-        if limit is not None and len(shape) == 1 and isinstance(shape[0], int) and shape[0] > limit:
-            _too_long(name, shape[0], limit)
-        hint = traced(value)
-        if hint:
-            raise TypeError(f"{name} must be integers known while tracing, got {type(value).__name__}{hint}")
-        try:
-            array = np.asarray(value)
-        except Exception as exc:  # e.g. a GPU tensor: say what to do
-            raise TypeError(f"{name} could not be read as a host integer array: {exc}") from None
-        if array.dtype.kind not in "iu":
-            raise TypeError(f"{name} must have an integer dtype, got {array.dtype}")
-        if array.ndim != 1:
-            raise DataMoveError(f"{name} must be 1-D, got an array of shape {array.shape}")
-        if limit is not None and array.shape[0] > limit:
-            _too_long(name, array.shape[0], limit)
-        return tuple(_check_range(int(v), f"{name}[{i}]") for i, v in enumerate(array.tolist()))
-    if not isinstance(value, Sequence):
-        raise TypeError(
-            f"{name} must be a sequence of integers, got {type(value).__name__} {brief(value)} "
-            "(a list, a tuple or a 1-D integer array: a set or a dict has no axis order)"
-        )
-    length = len(value)
+    kind = type(value)
+    if kind is not list and kind is not tuple:  # (the usual kinds: straight to the items)
+        if isinstance(value, (str, bytes)):
+            raise TypeError(f"{name} must be a sequence of integers, got {type(value).__name__} {brief(value)}")
+        if hasattr(value, "dtype") and hasattr(value, "shape"):
+            return _int_array(value, name, limit)
+        if not isinstance(value, Sequence):
+            raise TypeError(
+                f"{name} must be a sequence of integers, got {type(value).__name__} {brief(value)} "
+                "(a list, a tuple or a 1-D integer array: a set or a dict has no axis order)"
+            )
+    length = len(value)  # type: ignore[arg-type]
     if limit is not None and length > limit:
         _too_long(name, length, limit)
     result = []
     for i in range(length):
-        item = value[i]
+        item = value[i]  # type: ignore[index]
         if type(item) is int and -INT64_MAX - 1 <= item <= INT64_MAX:  # the usual item: no names to build
             result.append(item)
             continue
@@ -99,6 +83,29 @@ def int_vector(value: object, name: str, limit: Optional[int] = None) -> Optiona
             raise DataMoveError(f"{name} must be 1-D, got a nested sequence at {name}[{i}] = {brief(item)}")
         result.append(_check_range(_index(item, f"{name}[{i}]"), f"{name}[{i}]"))
     return tuple(result)
+
+
+def _int_array(value: Any, name: str, limit: Optional[int]) -> Tuple[int, ...]:
+    """:func:`int_vector` of a 1-D integer array (NumPy, PyTorch CPU, JAX: anything with dtype and shape)."""
+    import numpy as np
+
+    shape = tuple(getattr(value, "shape", ()) or ())
+    if limit is not None and len(shape) == 1 and isinstance(shape[0], int) and shape[0] > limit:
+        _too_long(name, shape[0], limit)
+    hint = traced(value)
+    if hint:
+        raise TypeError(f"{name} must be integers known while tracing, got {type(value).__name__}{hint}")
+    try:
+        array = np.asarray(value)
+    except Exception as exc:  # e.g. a GPU tensor: say what to do
+        raise TypeError(f"{name} could not be read as a host integer array: {exc}") from None
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{name} must have an integer dtype, got {array.dtype}")
+    if array.ndim != 1:
+        raise DataMoveError(f"{name} must be 1-D, got an array of shape {array.shape}")
+    if limit is not None and array.shape[0] > limit:
+        _too_long(name, array.shape[0], limit)
+    return tuple(_check_range(int(v), f"{name}[{i}]") for i, v in enumerate(array.tolist()))
 
 
 def required(**values: object) -> None:

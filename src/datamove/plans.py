@@ -29,7 +29,7 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple, U
 
 from .errors import DataMoveError
 
-__all__ = ["View", "Window", "Plan", "check_arrays", "batch_to_space", "space_to_batch", "space_to_depth",
+__all__ = ["View", "Window", "Plan", "check_arrays", "check_shapes", "batch_to_space", "space_to_batch", "space_to_depth",
            "depth_to_space"]
 
 
@@ -98,9 +98,14 @@ def check_arrays(plan: Plan, data: Any, out: Any) -> None:
         ...
     datamove.errors.DataMoveError: a plan for input (1, 1, 4) and output (1, 2, 2) cannot run on data of shape (1, 1, 6) (float64) into out of shape (1, 2, 2) (float64)
     """
-    if data.shape != plan.in_shape or out.shape != plan.out_shape or out.dtype.itemsize != data.dtype.itemsize:
+    check_shapes(plan.in_shape, plan.out_shape, data, out)
+
+
+def check_shapes(in_shape: Tuple[int, ...], out_shape: Tuple[int, ...], data: Any, out: Any) -> None:
+    """:func:`check_arrays` for a plan of ``in_shape`` and ``out_shape`` (a call the core plans itself)."""
+    if data.shape != in_shape or out.shape != out_shape or out.dtype.itemsize != data.dtype.itemsize:
         raise DataMoveError(
-            f"a plan for input {plan.in_shape} and output {plan.out_shape} cannot run on data of shape "
+            f"a plan for input {in_shape} and output {out_shape} cannot run on data of shape "
             f"{data.shape} ({data.dtype}) into out of shape {out.shape} ({out.dtype})")
 
 

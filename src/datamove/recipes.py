@@ -233,7 +233,7 @@ def _torch_core(call: Call, data: Any, first: Callable[[Any], Any]) -> Callable[
     ``first``, which needs no lowering). SpaceToDepth blocks_first of a [1, 4, 16, 16] float32 tensor: 35 us
     by ``as_strided(...).clone()``, 10 us this way (pixel_unshuffle 6.6 us), on the 2-core AMD EPYC."""
     torch = sys.modules["torch"]
-    planned = native_engine.Planned(call.plan)
+    planned = native_engine.Planned(call)
     shape, dtype = call.out_shape, data.detach().numpy().dtype
     from_numpy, recording, empty = torch.from_numpy, torch.is_grad_enabled, np.empty
     seen = [False]
@@ -339,7 +339,7 @@ class Recipe:
         self.empty = np.empty if math.prod(self.out_shape) * self.dtype.itemsize < LINE_FROM else allocate
         self.core: Optional[native_engine.Planned] = None
         if engine is native_engine and plain:
-            self.core = native_engine.Planned(call.plan)
+            self.core = native_engine.Planned(call)
         # moves to the core on its second call (see _core_from_now); the first, which makes it, is NumPy's
         self.called = False
         self.core_later = (kept and plain and asked == "auto" and engine is not native_engine and data.size > 0
@@ -421,9 +421,12 @@ class Recipe:
         tables (small SpaceToBatch with pads: the core makes them again at every run, which cost more
         than NumPy's way: 4 KiB float32, 29 against 23 us; 16 KiB, 90 against 64 us, on a loaded machine)."""
         self.core_later = False
-        planned = native_engine.Planned(self.call.plan)
+        planned = native_engine.Planned(self.call)
+        out = allocate(self.out_shape, self.dtype)
+        native = native_engine.core()
+        stream = native_engine.streamed(out)
         try:
-            found = native_engine.program(self.call.plan, data, allocate(self.out_shape, self.dtype))
+            found = native_engine.program_of(self.call, data, out, (native.lowest(data), native.lowest(out)), stream)
         except DataMoveError:  # a layout the lowering refuses: NumPy's way goes on
             return None
         if native_engine.carries_tables(found):

@@ -54,6 +54,13 @@ def _fmt(interval: Interval) -> str:
 def _data_shape(data_shape: object, minimum_rank: int, op: str) -> Optional[Tuple[Interval, ...]]:
     if data_shape is None:
         return None
+    if type(data_shape) is tuple:  # an array's own shape: plain ints, each its own interval, no names to build
+        for d in data_shape:
+            if type(d) is not int or not 0 <= d <= INT64_MAX:
+                break
+        else:
+            if len(data_shape) >= minimum_rank:
+                return tuple([(d, d) for d in data_shape])
     # A sequence (tuple, list, torch.Size) or a 1-D array: a set or an iterator has no axis order.
     is_array = hasattr(data_shape, "shape") and hasattr(data_shape, "dtype")
     if isinstance(data_shape, (str, bytes)) or not (isinstance(data_shape, Sequence) or is_array):
@@ -123,12 +130,13 @@ def _check_margins(name: str, kind: str, values: Optional[Tuple[int, ...]]) -> N
         )
 
 
-def _multiply(d: Interval, k: int, what: str) -> Interval:
-    """``d * k`` for ``k >= 0``; an upper bound past int64 becomes unbounded (OpenVINO's clip_times)."""
+def _multiply(d: Interval, k: int, what: str, axis: int = 0) -> Interval:
+    """``d * k`` for ``k >= 0``; an upper bound past int64 becomes unbounded (OpenVINO's clip_times).
+    (``what``, formatted with ``i=axis``, names the product in the message.)"""
     lo, hi = d
     lo *= k
     if lo > INT64_MAX:
-        raise DataMoveError(f"{what} = {lo} does not fit in int64")
+        raise DataMoveError(f"{what.format(i=axis)} = {lo} does not fit in int64")
     if hi is not None:
         hi *= k
         if hi > INT64_MAX:
@@ -136,11 +144,11 @@ def _multiply(d: Interval, k: int, what: str) -> Interval:
     return (lo, hi)
 
 
-def _add(d: Interval, c: int, what: str) -> Interval:
+def _add(d: Interval, c: int, what: str, axis: int = 0) -> Interval:
     lo, hi = d
     lo += c
     if lo > INT64_MAX:
-        raise DataMoveError(f"{what} = {lo} does not fit in int64")
+        raise DataMoveError(f"{what.format(i=axis)} = {lo} does not fit in int64")
     if hi is not None:
         hi += c
         if hi > INT64_MAX:
@@ -148,28 +156,31 @@ def _add(d: Interval, c: int, what: str) -> Interval:
     return (lo, hi)
 
 
-def _divide(d: Interval, k: int, what: str, divisor: Union[str, Callable[[], str]]) -> Interval:
-    """``d / k`` exactly: the multiples of ``k`` in ``d``, divided. None fits: error (``divisor`` names ``k``;
-    a callable when the name costs something to build)."""
+def _divide(d: Interval, k: int, what: str, divisor: Union[str, Callable[[], str]], axis: int = 0) -> Interval:
+    """``d / k`` exactly: the multiples of ``k`` in ``d``, divided. None fits: error (``what`` and ``divisor``,
+    formatted with ``i=axis``, name the dividend and ``k``; ``divisor`` a callable when the name costs
+    something to build)."""
     lo, hi = d
     if k == 1:
         return d
     q_lo = -(-lo // k)
     q_hi = None if hi is None else hi // k
     if q_hi is not None and q_lo > q_hi:
-        divisor = divisor() if callable(divisor) else divisor
+        what = what.format(i=axis)
+        divisor = divisor() if callable(divisor) else divisor.format(i=axis)
         if lo == hi:
             raise DataMoveError(f"{what} = {lo} is not divisible by {divisor} = {k}")
         raise DataMoveError(f"{what} = {_fmt(d)} contains no multiple of {divisor} = {k}")
     return (q_lo, q_hi)
 
 
-def _crop(d: Interval, c: int, what: str, crops: str) -> Interval:
-    """``d - c`` where ``d`` must be at least ``c``: out of range is an error, never 0."""
+def _crop(d: Interval, c: int, i: int) -> Interval:
+    """``d - c`` where ``d`` (axis ``i`` of the uncropped output) must be at least ``c``: out of range is an
+    error, never 0."""
     lo, hi = d
     if hi is not None and c > hi:
         bound = f"= {hi}" if lo == hi else f"<= {hi} (it is {_fmt(d)})"
-        raise DataMoveError(f"{crops} = {c} exceeds {what} {bound}")
+        raise DataMoveError(f"crops_begin[{i}] + crops_end[{i}] = {c} exceeds data.shape[{i}] * block_shape[{i}] {bound}")
     return (max(lo - c, 0), None if hi is None else hi - c)
 
 
@@ -203,11 +214,9 @@ def resolve_batch_to_space(data_shape: ShapeLike, block_shape: Optional[IntVecto
         if block is None:  # B_i >= 1 unknown: D_i * [1, inf)
             lo, hi = shape[i]
             full: Interval = (lo, None if hi != 0 else 0)
-            what = f"data.shape[{i}] * block_shape[{i}]"
         else:
-            full = _multiply(shape[i], block[i], f"data.shape[{i}] * block_shape[{i}]")
-            what = f"data.shape[{i}] * block_shape[{i}]"
-        out.append(_crop(full, begin[i] + end[i], what, f"crops_begin[{i}] + crops_end[{i}]"))
+            full = _multiply(shape[i], block[i], "data.shape[{i}] * block_shape[{i}]", i)
+        out.append(_crop(full, begin[i] + end[i], i))
     return Resolved(tuple(out), params)
 
 
@@ -273,9 +282,9 @@ def resolve_space_to_batch(data_shape: ShapeLike, block_shape: Optional[IntVecto
         if block is None or begin is None or end is None:
             out.append(_UNKNOWN)
             continue
-        what = f"data.shape[{i}] + pads_begin[{i}] + pads_end[{i}]"
-        padded = _add(shape[i], begin[i] + end[i], what)
-        out.append(_divide(padded, block[i], what, f"block_shape[{i}]"))
+        what = "data.shape[{i}] + pads_begin[{i}] + pads_end[{i}]"
+        padded = _add(shape[i], begin[i] + end[i], what, i)
+        out.append(_divide(padded, block[i], what, "block_shape[{i}]", i))
     return Resolved(tuple(out), params)
 
 
@@ -342,7 +351,7 @@ def resolve_space_to_depth(data_shape: ShapeLike, mode: Optional[Mode], block_si
     out = list(shape)
     out[channels] = _multiply(shape[channels], size**spatial, f"data.shape[{channels}] * block_size ** {spatial}")
     for i in axes:
-        out[i] = _divide(shape[i], size, f"data.shape[{i}]", "block_size")
+        out[i] = _divide(shape[i], size, "data.shape[{i}]", "block_size", i)
     return Resolved(tuple(out), params)
 
 
@@ -387,7 +396,7 @@ def resolve_depth_to_space(data_shape: ShapeLike, mode: Optional[Mode], block_si
     out = list(shape)
     out[channels] = _divide(shape[channels], size**spatial, f"data.shape[{channels}]", f"block_size ** {spatial}")
     for i in axes:
-        out[i] = _multiply(shape[i], size, f"data.shape[{i}] * block_size")
+        out[i] = _multiply(shape[i], size, "data.shape[{i}] * block_size", i)
     return Resolved(tuple(out), params)
 
 

@@ -187,6 +187,9 @@ PyMethodDef methods[] = {
     {"streams", py_streams, METH_VARARGS,
      "streams(program, dst_address, registers=False): whether run() with stream=2 (registers: 1) streams this "
      "program's stores (every piece whole)."},
+    {"program", dm::planner::py_program, METH_VARARGS,
+     "program(op, block, begin, end, mode, block_size, data, out, stream): the program of a validated call over "
+     "these arrays, planned and lowered by the core (plan.hpp), or None where its planner takes none."},
     {"plan_flat", dm::planner::py_plan_flat, METH_VARARGS,
      "plan_flat(op, in_shape, out_shape, block, begin, end, mode, block_size): the planner's plan of a call, "
      "encoded as plan.hpp says (None where it plans none): for the tests."},

@@ -49,6 +49,24 @@ PyObject* as_bytes(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+PyObject* py_program(PyObject*, PyObject* args) {
+    int op, mode, stream;
+    long long block_size;
+    PyObject *block, *begin, *end, *data, *out;
+    if (!PyArg_ParseTuple(args, "iOOOiLOOi", &op, &block, &begin, &end, &mode, &block_size, &data, &out, &stream))
+        return nullptr;
+    Call call;
+    call.op = op, call.mode = mode, call.block_size = block_size;
+    if (!ints_of(block, &call.block) || !ints_of(begin, &call.begin) || !ints_of(end, &call.end)) return nullptr;
+    Layout src, dst;
+    if (!layout_of(data, &src, false) || !layout_of(out, &dst, true)) return nullptr;
+    call.in_shape = src.shape, call.out_shape = dst.shape;
+    Plan plan;
+    std::vector<int64_t> program;
+    if (!plan_views(call, &plan) || !lower_program(plan, src, dst, stream, &program)) Py_RETURN_NONE;
+    return as_bytes(program);
+}
+
 PyObject* py_plan_flat(PyObject*, PyObject* args) {
     int op, mode;
     long long block_size;

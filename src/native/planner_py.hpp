@@ -7,6 +7,12 @@
 
 namespace dm::planner {
 
+// program(op, block, begin, end, mode, block_size, data, out, stream) -> bytes or None: the program of a
+// validated call (datamove.shapes has checked it; data's and out's shapes are its input's and output's)
+// over these two arrays, planned and lowered here (plan_views, lower_program), `stream` as
+// datamove.engines.native_engine.streamed() says; None where the planner takes none (the Python side then
+// plans it).
+PyObject* py_program(PyObject*, PyObject* args);
 // plan_flat(op, in_shape, out_shape, block, begin, end, mode, block_size) -> bytes or None: plan_views's
 // plan, encoded (plan.hpp), for the tests that hold it to datamove.plans'.
 PyObject* py_plan_flat(PyObject*, PyObject* args);

@@ -38,7 +38,7 @@ import numpy as np
 from .. import threads
 from ..outputs import allocate, unaliased
 from ..caches import BoundedCache
-from ..plans import Plan, check_arrays
+from ..plans import Plan, check_arrays, check_shapes
 from . import core_format, numpy_engine
 from .strided import _address, _lowest_offset, fan_out_first, lower, lower_fill, lower_window
 from .units import lower_units
@@ -46,8 +46,8 @@ from .units import lower_units
 if TYPE_CHECKING:
     from ..call import Call
 
-__all__ = ["run", "execute", "can_take", "core", "available", "warn_missing", "STREAM_BYTES", "program", "Planned",
-           "carries_tables"]
+__all__ = ["run", "execute", "can_take", "core", "available", "warn_missing", "STREAM_BYTES", "program", "program_of",
+           "Planned", "carries_tables"]
 
 
 _native: Optional[ModuleType] = None
@@ -279,6 +279,28 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
     return _PROGRAMS.put(key, found)
 
 
+#: The planner's op ids and modes (``src/native/plan.hpp``).
+_OPS = {"batch_to_space": 0, "space_to_batch": 1, "space_to_depth": 2, "depth_to_space": 3}
+_MODES = {"blocks_first": 0, "depth_first": 1}
+
+
+def _core_args(call: "Call") -> Tuple[Any, ...]:
+    """A call's op and parameters as the core's ``program`` takes them."""
+    params = call.params
+    if "mode" in params:
+        return (_OPS[call.op], (), (), (), _MODES[params["mode"]], params["block_size"])
+    margins = ("crops_begin", "crops_end") if call.op == "batch_to_space" else ("pads_begin", "pads_end")
+    return (_OPS[call.op], params["block_shape"], params[margins[0]], params[margins[1]], 0, 1)
+
+
+def program_of(call: "Call", data: np.ndarray, out: np.ndarray, addresses: Tuple[int, int], stream: int) -> bytes:
+    """The program of a validated ``call`` on these arrays: planned and lowered by the core, in microseconds
+    (``src/native/plan.hpp``), or, where its planner takes none, by :func:`program` from the call's plan."""
+    native = _native or core()
+    found: Optional[bytes] = native.program(*_core_args(call), data, out, stream)
+    return program(call.plan, data, out, addresses, stream) if found is None else found
+
+
 _MAX_PROGRAMS = 256
 #: Bytes the kept programs may hold together: a program carrying units' tables is up to 2 MiB.
 _MAX_PROGRAM_BYTES = 64 << 20
@@ -298,20 +320,20 @@ class Planned:
     (its size against :data:`STREAM_BYTES`, read at each call): those are its key here. The thread count is
     read at each call too (``datamove.set_num_threads``); no program depends on it.
 
-    >>> from datamove import plans
+    >>> from datamove.call import Call
     >>> data = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
-    >>> planned = Planned(plans.space_to_depth(data.shape, (1, 4, 2), "blocks_first", 2))
+    >>> planned = Planned(Call("space_to_depth", {"mode": "blocks_first", "block_size": 2}, (1, 2, 4), (1, 4, 2)))
     >>> planned(data, np.empty((1, 4, 2), np.float32))[0].tolist()
     [[0.0, 2.0], [4.0, 6.0], [1.0, 3.0], [5.0, 7.0]]
     """
 
-    __slots__ = ("plan", "programs", "reach")
+    __slots__ = ("call", "programs", "reach")
 
     #: Programs one plan keeps (alignments of both arrays, out's layouts), newest kept.
     MAX_PROGRAMS = 32
 
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
+    def __init__(self, call: "Call") -> None:
+        self.call = call
         self.programs: "BoundedCache[Any]" = BoundedCache(self.MAX_PROGRAMS)
         self.reach = 0  # the bytes data spans from its lowest address (its layout's: the same for every call)
 
@@ -345,17 +367,18 @@ class Planned:
         if src < dst + reach and dst < src + self.reach:
             copy = unaliased(data, out)
             if copy is not data:  # a copy of another layout than the one planned: the general path
-                return execute(self.plan, copy, out)
+                return run(self.call, copy, out)
         native.run(made, data, out, threads.get_num_threads(), RUN_MODES[stream])
         return out
 
     def _made(self, key: Any, data: np.ndarray, out: np.ndarray, src: int, dst: int, stream: int) -> Optional[bytes]:
         """The program for a new key (None for an empty output: nothing to run)."""
-        check_arrays(self.plan, data, out)
+        check_shapes(self.call.in_shape, self.call.out_shape, data, out)
         if out.size == 0:
             return None
         self.reach = _extent(data)
-        return program(self.plan, data, out, (src, dst), stream)
+        return program_of(self.call, data, out, (src, dst), stream)
+
 
 
 def _extent(array: np.ndarray) -> int:
@@ -372,8 +395,20 @@ def carries_tables(found: bytes) -> bool:
 
 
 def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
-    """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data`` into ``out``, or a new array."""
-    return execute(call.plan, data, allocate(call.out_shape, data.dtype) if out is None else out)
+    """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data`` into ``out``, or a new array.
+
+    A shape the calls have not made before (refused as :func:`execute` refuses) is planned by the core."""
+    out = allocate(call.out_shape, data.dtype) if out is None else out
+    check_shapes(call.in_shape, call.out_shape, data, out)
+    if data.dtype.hasobject or data.dtype.itemsize == 0:
+        return numpy_engine.execute(call.plan, data, out)
+    if out.size == 0:
+        return out
+    native = _native or core()
+    addresses = (native.lowest(data), native.lowest(out))
+    stream = streamed(out)
+    native.run(program_of(call, data, out, addresses, stream), data, out, threads.get_num_threads(), RUN_MODES[stream])
+    return out
 
 
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
