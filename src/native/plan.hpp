@@ -67,7 +67,7 @@ struct Layout {
 };
 
 // The plan of a call (datamove.plans.<op>). False where it would be too large to plan here (more than
-// kMaxSteps pieces): the caller plans it in Python.
+// 4096 views: views.cpp's kMaxViews) or is malformed: the caller plans it in Python.
 bool plan_views(const Call& call, Plan* plan);
 // The program of a plan over data and out (datamove.engines.native_engine.program's bytes, as int64s):
 // `stream` is native_engine.streamed()'s (0, 1, 2). False where the lowering cannot take it.
