@@ -132,7 +132,9 @@ def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: Any, wri
         flips = tuple(slice(None, None, -1) if rng.random() < 0.5 else slice(None) for _ in range(rank))
         array = array[flips]
     assert array.shape == shape
-    return array
+    # As the core sees it: NumPy exports a contiguous array's buffer with C strides of its own (on axes of
+    # one item, and empty arrays), which the planner reads; the Python side reads array.strides.
+    return np.lib.stride_tricks.as_strided(array, strides=memoryview(array).strides)
 
 
 def random_case(rng: np.random.Generator, **limits: Any) -> Tuple[plans.Plan, np.ndarray, np.ndarray, int, Tuple[Any, ...]]:
