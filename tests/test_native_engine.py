@@ -202,7 +202,7 @@ _MOVED = _ones_then_nhwc(_SOURCE.shape)
     ("transpose, pads", lambda: dm.space_to_batch(_MOVED, [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 3], engine="native"),
      lambda: np.pad(_MOVED, ((0, 0), (0, 0), (0, 0), (0, 3)))),
 ])
-def test_a_block_of_one_is_shared_among_threads(name, call, expected):
+def test_a_block_of_one_is_shared_among_threads(name, call, expected, python_lowering):
     # A block of 1 is a copy (or, across layouts, a transpose) whose tile was the whole step: the threads
     # share a step by the loops around its tile, so one thread ran all of it, whatever the thread count.
     native_engine._PROGRAMS.clear()
@@ -420,7 +420,7 @@ def test_no_temporary_arrays():
     ((1, 1, 520, 502), [1, 1, 8, 8], [0, 0, 0, 1]),  # 64 block offsets of 4095 words: 2 MiB of tables, 1 MiB out
     ((2, 9, 40, 40), [1, 1, 3, 3], [0, 0, 1, 1]),  # units from tables, within the bound
     ((3, 16, 46, 46), [1, 1, 4, 4], [0, 0, 1, 1])])
-def test_units_tables_within_the_output_and_1_mib(shape, block, pads):
+def test_units_tables_within_the_output_and_1_mib(shape, block, pads, python_lowering):
     """The lowering's arrays for a step's tables (datamove.engines.units) stay within the output's bytes and
     1 MiB: a SpaceToBatch whose tables would take more goes to the windows. Bit for bit."""
     data = np.random.default_rng(1).random(shape).astype(np.float32)
@@ -457,6 +457,14 @@ def test_bad_input_raises_before_any_kernel():
 
 
 @pytest.fixture
+def python_lowering(monkeypatch):
+    """Calls lowered by the Python side (datamove.engines.native_engine.program, into its cache of programs,
+    which a test reads; its allocations, which tracemalloc sees), the twin of the core's planner that
+    tests/test_planner.py holds it to bit for bit."""
+    monkeypatch.setattr(native_engine, "CORE_PLANS", False)
+
+
+@pytest.fixture
 def streaming(monkeypatch):
     """Every output takes the non-temporal store path, however small."""
     native_engine.core()
@@ -469,6 +477,7 @@ def windows(monkeypatch):
     datamove.engines.units), for the tests of those kernels; programs made afresh."""
     from datamove.caches import BoundedCache
 
+    monkeypatch.setattr(native_engine, "CORE_PLANS", False)  # (the Python side's lowering, the core's twin)
     monkeypatch.setattr(native_engine, "lower_units", lambda *args: None)
     monkeypatch.setattr(native_engine, "_PROGRAMS", BoundedCache(native_engine._MAX_PROGRAMS))
 

@@ -29,8 +29,8 @@ constexpr int64_t kWidest = 16;  // the native engine's widest word
 
 // The most dims of a view taken here, and the most loops of a nest: a view's dims, the item's loop, and at
 // most the loops that runs_together, _split's rows and chunks add (6) fit.
-constexpr int kMaxDims = 48;
-constexpr int kCap = 64;
+constexpr int kMaxDims = 24;
+constexpr int kCap = 32;
 // runs_together's search for a divisor of a loop's count: counts over this (2^44) are refused rather than
 // searched (a loop spanning that many positions of input a whole line apart exceeds any memory).
 constexpr int64_t kMaxDivisorCount = int64_t(1) << 44;

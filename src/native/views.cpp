@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "plan.hpp"
 
@@ -18,7 +19,7 @@ namespace {
 
 // The most views (copies + fills + windows + window fills) planned here, and the highest rank.
 constexpr int64_t kMaxViews = 4096;
-constexpr size_t kMaxRank = 32;
+constexpr size_t kMaxRank = 16;
 
 // Python's int arithmetic where a call that passed no validation could overflow int64: wrapped (defined
 // behaviour) instead of undefined; a valid call's values never come near.
@@ -146,7 +147,7 @@ struct SpaceCall {
     int64_t batch;
     const int64_t* block;
     int64_t steps[kMaxRank];
-    Pieces region_pieces[kMaxRank];
+    std::vector<Pieces> region_pieces;  // (on the heap: a thread may have a stack of 32 KiB, Python's least)
     const Pieces* region[kMaxRank];  // &region_pieces[k], as each_combo takes them
     int64_t lo[kMaxRank], hi[kMaxRank];  // the region [lo, hi) of axis i at [i - 1]
 };
@@ -178,6 +179,7 @@ bool space_call(const Call& call, int64_t batch, SpaceCall* c) {
     for (size_t i = 1; i < rank; ++i)
         if (call.block[i] < 1) return false;
     c->rank = rank, c->batch = batch, c->block = call.block.data();
+    c->region_pieces.resize(rank);
     int64_t inner = batch;
     for (size_t i = rank - 1; i >= 1; --i) c->steps[i - 1] = inner, inner = mul(inner, call.block[i]);
     return true;
@@ -235,7 +237,7 @@ bool space_to_batch(const Call& call, Plan* plan) {
     }
     // The padding: a slab per axis where that axis lies outside the region, those before inside, those
     // after anywhere (their whole length, at [i - 1]).
-    Pieces whole[kMaxRank], outside[kMaxRank];
+    std::vector<Pieces> whole(rank), outside(rank);  // (on the heap, as SpaceCall's pieces)
     for (size_t i = 1; i < rank; ++i) {
         const int64_t full_length = mul(call.out_shape[i], call.block[i]);
         whole[i - 1] = pieces(0, full_length, call.block[i]);
