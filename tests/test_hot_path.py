@@ -42,14 +42,19 @@ def _values(shape, dtype, seed=0):
 
 
 class _Recording:
-    """The core, its runs recorded: (program, threads, stream) of each."""
+    """The core, its runs recorded: (program, threads, stream) of each; and its calls (a new shape's first
+    call, planned, lowered and run there in one), (op, threads, stream) of each."""
 
     def __init__(self, core):
-        self.core, self.runs = core, []
+        self.core, self.runs, self.calls = core, [], []
 
     def run(self, program, src, dst, threads, stream):
         self.runs.append((program, threads, stream))
         return self.core.run(program, src, dst, threads, stream)
+
+    def call(self, *args):
+        self.calls.append((args[0], args[-3], args[-1]))
+        return self.core.call(*args)
 
     def __getattr__(self, name):
         return getattr(self.core, name)
@@ -74,9 +79,12 @@ def test_a_repeated_call_runs_on_the_core_from_its_second_call(case, shape, reco
         results.append(getattr(dm, op)(x, *args))
         ran = len(recorded.runs) - before
         recipe = next(iter(recipes.RECIPES.values()))
-        # the first call on NumPy's way; then the core, but for a program the core makes tables for at every run
+        if k == 0:  # the first call: the core plans and runs it in one, and leaves the recipe for later
+            assert (ran, len(recorded.calls), type(recipe)) == (0, 1, recipes.Later)
+            continue
+        # then the recipe, on the core, but for a program the core makes tables for at every run
         tables = recipe.core is None and not recipe.core_later
-        assert ran == (0 if k == 0 or tables else 1), (k, ran)
+        assert ran == (0 if tables else 1), (k, ran)
     for result in results:
         np.testing.assert_array_equal(result, _expected(op, args, x))
 
@@ -89,10 +97,12 @@ def test_small_calls_and_forced_engines_stay_off_the_core(recorded):
     for _ in range(3):
         np.testing.assert_array_equal(dm.space_to_depth(small, *args), _expected(op, args, small))
         np.testing.assert_array_equal(dm.space_to_depth(x, *args, engine="numpy"), _expected(op, args, x))
-    assert recorded.runs == []
-    for _ in range(2):  # engine="native": the core from the first call
+    # a new shape's first call is the core's, which plans it for less than the Python side would; the small
+    # array's repeated calls and engine="numpy"'s never are
+    assert recorded.runs == [] and [op for op, _, _ in recorded.calls] == [2]
+    for _ in range(3):  # engine="native": the core from the first call (planned there), then its recipe
         np.testing.assert_array_equal(dm.space_to_depth(x, *args, engine="native"), _expected(op, args, x))
-    assert len(recorded.runs) == 2
+    assert len(recorded.calls) == 2 and len(recorded.runs) == 2
 
 
 @pytest.mark.parametrize("case, shape", CASES, ids=IDS)

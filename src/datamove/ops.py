@@ -18,6 +18,7 @@ import numpy as np
 
 from . import arrays, libraries, params, recipes, shapes, tensorflow_ops, torch_ops
 from .call import Call
+from .engines import native_engine
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
 from .outputs import allocate as _allocate, check_out as _check_out, refuse_masked as _refuse_masked
@@ -56,10 +57,19 @@ def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
 
 
 def _run(op: str, resolved: shapes.Resolved, data: Any, out: Any, engine: Any, recipe_key: Any) -> Any:
-    """A validated call: its recipe made (and kept under ``recipe_key``), then run."""
+    """A validated call: its recipe made (and kept under ``recipe_key``), then run; or, for a NumPy array the
+    compiled core takes, planned and run by the core in one call, its recipe left to the key's next call."""
     out_shape = _static(resolved)
     _check_size(out_shape, getattr(data, "dtype", None))
     call = Call(op, resolved.params, tuple(data.shape), out_shape)
+    if type(data) is np.ndarray and (engine == "auto" or engine == "native") and (out is None or type(out) is np.ndarray):
+        if out is not None:
+            _check_out(out, out_shape, data.dtype)
+        done = native_engine.first_call(call, data, out)
+        if done is not None:
+            if recipe_key is not None:
+                _RECIPES.put(recipe_key, recipes.Later(recipe_key, call, engine))
+            return done
     return recipes.make(recipe_key, call, data, engine)(data, out)
 
 

@@ -13,7 +13,7 @@ rules and their messages exist once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional, SupportsIndex, Tuple, get_args, overload
+from typing import Any, Optional, SupportsIndex, Tuple, cast, get_args, overload
 
 from .dims import INT64_MAX, _index
 from .errors import DataMoveError, brief, number, traced
@@ -135,6 +135,8 @@ def int_scalar(value: object, name: str) -> Optional[int]:
     """An integer attribute (``block_size``) as a Python int; ``None`` stays ``None``."""
     if value is None:
         return None
+    if type(value) is int and -INT64_MAX - 1 <= value <= INT64_MAX:  # the usual value: no checks to run
+        return value
     return _check_range(_index(value, name), name)
 
 
@@ -142,6 +144,8 @@ def mode_arg(mode: object) -> Optional[Mode]:
     """Validate ``mode``: ``"blocks_first"`` or ``"depth_first"`` (``None``: unknown)."""
     if mode is None:
         return None
+    if type(mode) is str and (mode == "blocks_first" or mode == "depth_first"):
+        return cast(Mode, mode)
     if not isinstance(mode, str):
         raise TypeError(f"mode must be a string, 'blocks_first' or 'depth_first', got {type(mode).__name__} {brief(mode)}")
     if mode not in MODES:

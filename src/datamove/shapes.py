@@ -41,7 +41,9 @@ class Resolved(NamedTuple):
     params: Dict[str, Any]  # the normalised parameters, by name (tuples of ints, an int, a mode, or None)
 
     def public(self) -> Shape:
-        return None if self.shape is None else tuple(to_dim(d) for d in self.shape)
+        if self.shape is None:
+            return None
+        return tuple([d[0] if d[0] == d[1] else to_dim(d) for d in self.shape])  # (a static dim: its int)
 
 
 # ----------------------------------------------------------------- helpers

@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include <array>
+#include <vector>
 #include <utility>
 
 #include "core.hpp"
@@ -40,6 +41,9 @@ PyObject* malformed() {
     return nullptr;
 }
 
+PyObject* run_program(const int64_t* p, Py_ssize_t n, const Py_buffer& src_view, const Py_buffer& dst_view, int threads,
+                      int stream);
+
 PyObject* py_run(PyObject*, PyObject* args) {
     Py_buffer program, src_view, dst_view;
     PyObject *src_array, *dst_array;
@@ -59,9 +63,55 @@ PyObject* py_run(PyObject*, PyObject* args) {
         Py_buffer *a, *b, *c;
         ~Release() { PyBuffer_Release(a), PyBuffer_Release(b), PyBuffer_Release(c); }
     } release{&program, &src_view, &dst_view};
+    return run_program(static_cast<const int64_t*>(program.buf), program.len / (Py_ssize_t)sizeof(int64_t), src_view,
+                       dst_view, threads, stream);
+}
+
+// call(op, block, begin, end, mode, block_size, data, out, threads, stream, run_stream) -> bool: a validated
+// call (datamove.shapes has checked it; data's and out's shapes are its input's and output's) planned,
+// lowered for `stream` (native_engine.streamed()'s) and run with `run_stream` (run()'s stream) in one:
+// a new shape's first call. False, having written nothing, where the planner takes none.
+PyObject* py_call(PyObject*, PyObject* args) {
+    if (PyTuple_GET_SIZE(args) != 11) {
+        PyErr_SetString(PyExc_TypeError, "datamove._native.call takes 11 arguments");
+        return nullptr;
+    }
+    PyObject* head = PyTuple_GetSlice(args, 0, 6);
+    PyObject* tail = PyTuple_GetSlice(args, 6, 11);
+    dm::planner::Call call;
+    PyObject *src_array, *dst_array;
+    int threads, stream, run_stream;
+    const bool parsed = head != nullptr && tail != nullptr && dm::planner::call_of(head, &call) &&
+                        PyArg_ParseTuple(tail, "OOiii", &src_array, &dst_array, &threads, &stream, &run_stream);
+    Py_XDECREF(head), Py_XDECREF(tail);
+    if (!parsed) return nullptr;
+    Py_buffer src_view, dst_view;
+    if (PyObject_GetBuffer(src_array, &src_view, PyBUF_STRIDES) != 0) return nullptr;
+    if (PyObject_GetBuffer(dst_array, &dst_view, PyBUF_STRIDES | PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&src_view);
+        return nullptr;
+    }
+    struct Release {
+        Py_buffer *a, *b;
+        ~Release() { PyBuffer_Release(a), PyBuffer_Release(b); }
+    } release{&src_view, &dst_view};
+    dm::planner::Layout src, dst;
+    dm::planner::layout_from(src_view, &src), dm::planner::layout_from(dst_view, &dst);
+    call.in_shape = src.shape, call.out_shape = dst.shape;
+    dm::planner::Plan plan;
+    std::vector<int64_t> program;
+    if (!dm::planner::plan_views(call, &plan) || !dm::planner::lower_program(plan, src, dst, stream, &program))
+        Py_RETURN_FALSE;
+    PyObject* ran = run_program(program.data(), (Py_ssize_t)program.size(), src_view, dst_view, threads, run_stream);
+    if (ran == nullptr) return nullptr;
+    Py_DECREF(ran);
+    Py_RETURN_TRUE;
+}
+
+// Runs a program (its n int64s) from the buffer src into dst, which the caller holds; None, or an error set.
+PyObject* run_program(const int64_t* p, Py_ssize_t n, const Py_buffer& src_view, const Py_buffer& dst_view, int threads,
+                      int stream) {
     const Extent src = extent_of(src_view), dst = extent_of(dst_view);
-    const int64_t* p = static_cast<const int64_t*>(program.buf);
-    const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
     if (n < 1 || p[0] < 0 || p[0] > kMaxSteps) return malformed();
     int nsteps = (int)p[0];
     Step* steps = new (std::nothrow) Step[nsteps ? nsteps : 1];
@@ -187,6 +237,10 @@ PyMethodDef methods[] = {
     {"streams", py_streams, METH_VARARGS,
      "streams(program, dst_address, registers=False): whether run() with stream=2 (registers: 1) streams this "
      "program's stores (every piece whole)."},
+    {"call", py_call, METH_VARARGS,
+     "call(op, block, begin, end, mode, block_size, data, out, threads, stream, run_stream): a validated call "
+     "planned, lowered (for stream) and run (with run_stream, as run() takes it) by the core in one; False, "
+     "having written nothing, where its planner takes none."},
     {"program", dm::planner::py_program, METH_VARARGS,
      "program(op, block, begin, end, mode, block_size, data, out, stream): the program of a validated call over "
      "these arrays, planned and lowered by the core (plan.hpp), or None where its planner takes none."},

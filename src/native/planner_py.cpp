@@ -8,6 +8,16 @@
 
 namespace dm::planner {
 
+void layout_from(const Py_buffer& view, Layout* layout) {
+    char* low = static_cast<char*>(view.buf);
+    layout->shape.assign(view.shape, view.shape + view.ndim);
+    layout->strides.assign(view.strides, view.strides + view.ndim);
+    for (int k = 0; k < view.ndim; ++k)
+        if (view.shape[k] > 0 && view.strides[k] < 0) low += (view.shape[k] - 1) * (int64_t)view.strides[k];
+    layout->itemsize = view.itemsize;
+    layout->address = reinterpret_cast<uint64_t>(low);
+}
+
 namespace {
 
 // A sequence of Python ints as int64s; false (a Python error set) where it is not one.
@@ -31,17 +41,23 @@ bool ints_of(PyObject* seq, std::vector<int64_t>* out) {
 bool layout_of(PyObject* array, Layout* layout, bool writable) {
     Py_buffer view;
     if (PyObject_GetBuffer(array, &view, PyBUF_STRIDES | (writable ? PyBUF_WRITABLE : 0)) != 0) return false;
-    char* low = static_cast<char*>(view.buf);
-    for (int k = 0; k < view.ndim; ++k) {
-        layout->shape.push_back(view.shape[k]);
-        layout->strides.push_back(view.strides[k]);
-        if (view.shape[k] > 0 && view.strides[k] < 0) low += (view.shape[k] - 1) * (int64_t)view.strides[k];
-    }
-    layout->itemsize = view.itemsize;
-    layout->address = reinterpret_cast<uint64_t>(low);
+    layout_from(view, layout);
     PyBuffer_Release(&view);
     return true;
 }
+
+}  // namespace
+
+bool call_of(PyObject* args, Call* call) {
+    int op, mode;
+    long long block_size;
+    PyObject *block, *begin, *end;
+    if (!PyArg_ParseTuple(args, "iOOOiL", &op, &block, &begin, &end, &mode, &block_size)) return false;
+    call->op = op, call->mode = mode, call->block_size = block_size;
+    return ints_of(block, &call->block) && ints_of(begin, &call->begin) && ints_of(end, &call->end);
+}
+
+namespace {
 
 PyObject* as_bytes(const std::vector<int64_t>& v) {
     return PyBytes_FromStringAndSize(reinterpret_cast<const char*>(v.data()), (Py_ssize_t)(v.size() * sizeof(int64_t)));

@@ -5,7 +5,15 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "plan.hpp"
+
 namespace dm::planner {
+
+// An array's layout from its buffer (Py_buffer with strides).
+void layout_from(const Py_buffer& view, Layout* layout);
+// A call's op and parameters from the tuple (op, block, begin, end, mode, block_size); false (a Python error
+// set) where they are not that.
+bool call_of(PyObject* args, Call* call);
 
 // program(op, block, begin, end, mode, block_size, data, out, stream) -> bytes or None: the program of a
 // validated call (datamove.shapes has checked it; data's and out's shapes are its input's and output's)

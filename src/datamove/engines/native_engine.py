@@ -27,6 +27,7 @@ straight from registers.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import threads
-from ..outputs import allocate, unaliased
+from ..outputs import LINE_FROM, allocate, unaliased
 from ..caches import BoundedCache
 from ..plans import Plan, check_arrays, check_shapes
 from . import core_format, numpy_engine
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from ..call import Call
 
 __all__ = ["run", "execute", "can_take", "core", "available", "warn_missing", "STREAM_BYTES", "program", "program_of",
-           "Planned", "carries_tables"]
+           "first_call", "Planned", "carries_tables"]
 
 
 _native: Optional[ModuleType] = None
@@ -285,12 +286,14 @@ _MODES = {"blocks_first": 0, "depth_first": 1}
 
 
 def _core_args(call: "Call") -> Tuple[Any, ...]:
-    """A call's op and parameters as the core's ``program`` takes them."""
+    """A call's op and parameters as the core's ``program`` and ``call`` take them."""
     params = call.params
-    if "mode" in params:
-        return (_OPS[call.op], (), (), (), _MODES[params["mode"]], params["block_size"])
-    margins = ("crops_begin", "crops_end") if call.op == "batch_to_space" else ("pads_begin", "pads_end")
-    return (_OPS[call.op], params["block_shape"], params[margins[0]], params[margins[1]], 0, 1)
+    mode = params.get("mode")
+    if mode is not None:
+        return (_OPS[call.op], (), (), (), _MODES[mode], params["block_size"])
+    if call.op == "batch_to_space":
+        return (0, params["block_shape"], params["crops_begin"], params["crops_end"], 0, 1)
+    return (1, params["block_shape"], params["pads_begin"], params["pads_end"], 0, 1)
 
 
 #: Whether calls are planned by the core (False: by :func:`program`, the Python side's lowering, which the
@@ -304,6 +307,30 @@ def program_of(call: "Call", data: np.ndarray, out: np.ndarray, addresses: Tuple
     native = _native or core()
     found: Optional[bytes] = native.program(*_core_args(call), data, out, stream) if CORE_PLANS else None
     return program(call.plan, data, out, addresses, stream) if found is None else found
+
+
+def first_call(call: "Call", data: np.ndarray, out: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """A validated call of a shape not seen before, planned, lowered and run by the core in one call
+    (``_native.call``), into ``out`` (checked by the caller) or a new array; None, with nothing written,
+    where the core is not loaded, its planner takes none, or the items are references.
+
+    No recipe, no Python plan and no program kept: a workload whose shapes vary pays this on every call."""
+    native = _native
+    dtype = data.dtype
+    if native is None or not CORE_PLANS or dtype.hasobject or not dtype.itemsize:
+        return None
+    if out is None:
+        size = data.itemsize * math.prod(call.out_shape)
+        out = np.empty(call.out_shape, dtype) if size < LINE_FROM else allocate(call.out_shape, dtype)  # allocate's rule
+    else:
+        data = unaliased(data, out)
+        size = out.nbytes
+    if size == 0:
+        return out
+    stream = 2 if size >= (STREAM_BYTES or 0) else int(size >= REGISTER_STREAM_BYTES)  # streamed(out)'s
+    if native.call(*_core_args(call), data, out, threads.get_num_threads(), stream, RUN_MODES[stream]):
+        return out
+    return None
 
 
 _MAX_PROGRAMS = 256
@@ -403,17 +430,19 @@ def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
     """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data`` into ``out``, or a new array.
 
     A shape the calls have not made before (refused as :func:`execute` refuses) is planned by the core."""
-    out = allocate(call.out_shape, data.dtype) if out is None else out
+    result: np.ndarray = allocate(call.out_shape, data.dtype) if out is None else out
+    out = result
     check_shapes(call.in_shape, call.out_shape, data, out)
     if data.dtype.hasobject or data.dtype.itemsize == 0:
-        return numpy_engine.execute(call.plan, data, out)
+        numpy_engine.execute(call.plan, data, out)
+        return result
     if out.size == 0:
-        return out
+        return result
     native = _native or core()
     addresses = (native.lowest(data), native.lowest(out))
     stream = streamed(out)
     native.run(program_of(call, data, out, addresses, stream), data, out, threads.get_num_threads(), RUN_MODES[stream])
-    return out
+    return result
 
 
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
