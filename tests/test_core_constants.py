@@ -107,6 +107,19 @@ def test_the_program_limits_are_the_ones_the_core_enforces(core):
     assert threads.MAX_THREADS == core.MAX_THREADS
 
 
+def test_the_python_lowering_reads_the_planners_thresholds_from_the_core(core):
+    """The Python side's twin of the core's planner (tests/test_planner.py holds them together bit for bit)
+    decides with the core's own thresholds (src/native/plan.hpp), each read, never written twice."""
+    from datamove.engines import strided, units
+
+    read = {"MIN_ROWS": native_engine._MIN_ROWS, "CHUNK_WORDS": native_engine._CHUNK_WORDS,
+            "CHUNK_BYTES": native_engine._CHUNK_BYTES, "SHARED_BYTES": native_engine._SHARED_BYTES,
+            "REREAD_BYTES": strided.REREAD_BYTES, "SMALL_UNIT_WORDS": units.SMALL_UNIT_WORDS,
+            "TABLE_COST": units.TABLE_COST, "ROW_BYTES": units.ROW_BYTES}
+    assert read == {name: getattr(core, name) for name in read}
+    assert all(value > 0 for value in read.values())
+
+
 def test_without_the_core_the_package_imports_and_runs_on_numpy():
     code = (
         "import sys, warnings\n"

@@ -19,12 +19,7 @@ namespace dm::planner {
 
 namespace {
 
-// native_engine's _MIN_ROWS, _CHUNK_WORDS, _CHUNK_BYTES, _SHARED_BYTES; strided's REREAD_BYTES.
-constexpr int64_t kMinRows = 64;
-constexpr int64_t kChunkWords = int64_t(1) << 14;
-constexpr int64_t kChunkBytes = int64_t(16) << 10;
-constexpr int64_t kSharedBytes = int64_t(512) << 10;
-constexpr int64_t kRereadBytes = int64_t(1) << 20;
+// (the thresholds, kMinRows ... kRereadBytes, are plan.hpp's)
 constexpr int64_t kWidest = 16;  // the native engine's widest word
 
 // The most dims of a view taken here, and the most loops of a nest: a view's dims, the item's loop, and at

@@ -306,7 +306,7 @@ PyMODINIT_FUNC PyInit__native(void) {
                                        "scatter_window", SCATTER_WINDOW, "units", UNITS);
     if (patterns == nullptr) return nullptr;
     if (PyModule_AddObject(m, "PATTERNS", patterns) < 0) return Py_DECREF(patterns), nullptr;
-    const std::array<std::pair<const char*, long long>, 9> limits{{
+    const std::array<std::pair<const char*, long long>, 17> limits{{
         {"ZERO_WORD", kZeroWord},            // a UNITS table's entry for a word of zeros
         {"MAX_PARTS", kMaxParts},            // a UNITS step's parts (block offsets)
         {"UNIT_WORDS", kUnitsWords},         // the words of a given UNITS step's unit
@@ -316,6 +316,15 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"MAX_LOOPS", kMaxLoops},            // loops of one step
         {"MAX_STEPS", kMaxSteps},            // steps of one program
         {"MAX_THREADS", kMaxThreads},        // threads of one run
+        // the planner's thresholds (plan.hpp), which the Python side's twin of it reads
+        {"MIN_ROWS", dm::planner::kMinRows},
+        {"CHUNK_WORDS", dm::planner::kChunkWords},
+        {"CHUNK_BYTES", dm::planner::kChunkBytes},
+        {"SHARED_BYTES", dm::planner::kSharedBytes},
+        {"REREAD_BYTES", dm::planner::kRereadBytes},
+        {"SMALL_UNIT_WORDS", dm::planner::kSmallUnitWords},
+        {"TABLE_COST", dm::planner::kTableCost},
+        {"ROW_BYTES", dm::planner::kRowBytes},
     }};
     for (const auto& [name, value] : limits)
         if (PyModule_AddObject(m, name, PyLong_FromLongLong(value)) < 0) return nullptr;

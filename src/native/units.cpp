@@ -19,11 +19,8 @@ namespace dm::planner {
 
 namespace {
 
-// datamove.engines.units' constants (their reasons are written there).
-constexpr int64_t kSmallUnitWords = 4096;  // SMALL_UNIT_WORDS: units up to this many words are tried first
-constexpr int64_t kTableCost = 24;         // TABLE_COST: the lowering's bytes per table word
-constexpr int64_t kRowBytes = 256;         // ROW_BYTES: output rows from this many bytes keep the windows
-constexpr int64_t kHeadWords = 17;         // a UNITS step's head, before its tables
+// (kSmallUnitWords, kTableCost and kRowBytes are plan.hpp's)
+constexpr int64_t kHeadWords = 17;  // a UNITS step's head, before its tables
 // Offsets, extents and their sums stay within this: the sum of two never overflows.
 constexpr int64_t kBig = int64_t(1) << 62;
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Dict, Optional
 
-__all__ = ["PATTERNS", "ZERO_WORD", "MAX_PARTS", "UNIT_WORDS", "UNIT_ENTRIES", "TABLE_REACH", "LINE"]
+__all__ = ["PATTERNS", "ZERO_WORD", "MAX_PARTS", "UNIT_WORDS", "UNIT_ENTRIES", "TABLE_REACH", "LINE", "MIN_ROWS",
+           "CHUNK_WORDS", "CHUNK_BYTES", "SHARED_BYTES", "REREAD_BYTES", "SMALL_UNIT_WORDS", "TABLE_COST", "ROW_BYTES"]
 
 _core: Optional[ModuleType]
 try:
@@ -45,3 +46,22 @@ UNIT_ENTRIES = _limit("UNIT_ENTRIES")
 TABLE_REACH = _limit("TABLE_REACH")
 #: Bytes in a cache line, as the kernels count them (streamed stores go a line at a time).
 LINE = _limit("LINE")
+
+# The planner's thresholds (src/native/plan.hpp), for the Python side's twin of it (native_engine's _split,
+# strided.runs_together, units.lower_units), whose docstrings give the measurements behind them.
+#: Rows under which a nest's tile is cut for the threads.
+MIN_ROWS = _limit("MIN_ROWS")
+#: The most words of a chunk so cut.
+CHUNK_WORDS = _limit("CHUNK_WORDS")
+#: The fewest bytes of a chunk so cut.
+CHUNK_BYTES = _limit("CHUNK_BYTES")
+#: Steps under this many bytes are left whole.
+SHARED_BYTES = _limit("SHARED_BYTES")
+#: The input the loops runs_together moves out may span, in bytes (-1 without the core: none are moved).
+REREAD_BYTES = _limit("REREAD_BYTES")
+#: Units up to this many words are tried first.
+SMALL_UNIT_WORDS = _limit("SMALL_UNIT_WORDS")
+#: The lowering's bytes per table word.
+TABLE_COST = _limit("TABLE_COST")
+#: Output rows from this many bytes keep the windows.
+ROW_BYTES = _limit("ROW_BYTES")

@@ -147,11 +147,11 @@ REGISTER_STREAM_BYTES = 32 << 20
 # A nest whose rows (the loops around its tile) are fewer than this has its tile cut (see _split), so that
 # the threads (up to 16, each taking up to 4 pieces) can share it: its innermost loop into chunks of
 # _CHUNK_WORDS, or of fewer words, none under _CHUNK_BYTES, where that leaves too few rows.
-_MIN_ROWS = 64
-_CHUNK_WORDS = 1 << 14
-_CHUNK_BYTES = 16 << 10
+_MIN_ROWS = core_format.MIN_ROWS
+_CHUNK_WORDS = core_format.CHUNK_WORDS
+_CHUNK_BYTES = core_format.CHUNK_BYTES
 # (Steps under this are left whole: the core gives a thread at least 256 KiB of a job.)
-_SHARED_BYTES = 512 << 10
+_SHARED_BYTES = core_format.SHARED_BYTES
 
 
 def can_take(array: object) -> bool:

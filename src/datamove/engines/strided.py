@@ -111,7 +111,7 @@ def _word(loops: Sequence[Sequence[int]], offsets: Sequence[int], innermost_run:
 
 #: The input the loops :func:`runs_together` moves out may span, in bytes: its passes then read it from
 #: the core's L2 cache (2 MiB a core on the development machine), not from memory.
-REREAD_BYTES = 1 << 20
+REREAD_BYTES = core_format.REREAD_BYTES  # (the core's: src/native/plan.hpp)
 
 
 def runs_together(outer: List[List[int]], n: int, word: int = 1) -> List[List[int]]:

@@ -39,16 +39,16 @@ __all__ = ["lower_units", "SMALL_UNIT_WORDS", "ROW_BYTES"]
 #: fits. NCHW SpaceToBatch of 30 x 30 images with 32 channels (8192-word images): 1.12-1.17x the copy
 #: floor by planes, 1.23-1.27x by images. Channels-last images have no planes: 2 x 2 blocks on 30 x 30
 #: images with 32 channels went 1.99-2.00x (windows) -> 1.00-1.08x (same process, in turns).
-SMALL_UNIT_WORDS = 4096
+SMALL_UNIT_WORDS = core_format.SMALL_UNIT_WORDS  # (the core's, as the two below: src/native/plan.hpp)
 #: Bytes the lowering's arrays take per table word (its offsets, the table, the program: int64 each): a
 #: step's tables stay within what the output itself takes and 1 MiB (one 512 x 502 image in 8 x 8
 #: blocks, a 1 MiB output, took 6 MiB of tables).
-TABLE_COST = 24
+TABLE_COST = core_format.TABLE_COST
 #: Output rows from this many bytes keep the windows: their tiles copy long runs at the copy's speed
 #: (NCHW 62 x 126 images with a 2 x 2 block, 64 MiB, rows of 256 bytes: 0.80-0.83x the copy floor by the
 #: windows, 1.30-1.43x by units). Channels-last pixels of 64 to 4096 bytes took units at 0.74-1.39x,
 #: the windows at 0.75-3.18x (2 x 2 to 14 x 14 images, 4-48 MiB, same process, in turns).
-ROW_BYTES = 256
+ROW_BYTES = core_format.ROW_BYTES
 
 
 def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
