@@ -1015,3 +1015,62 @@ def test_unknown_block_size_and_mode_contain_every_known_result(case, data):
     assert unknown[0] == known[0]
     for r, v in zip(unknown, known):
         assert contains(r, v), (unknown, known)
+
+
+# ----------------------------------------------------------------- static calls, straight
+
+
+_EDGE = st.one_of(st.integers(-2, 12), st.sampled_from([INT64_MAX, INT64_MAX - 1, 2**62, 2**63, -(2**63)]))
+
+
+def _interval_rules(resolve, shape, *args):
+    """The rules' own result (a list shape takes the interval code, never the straight path), or the error."""
+    try:
+        found = resolve(list(shape), *args)
+    except (DataMoveError, TypeError) as exc:
+        return type(exc)
+    return found.shape, found.params
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(["batch_to_space", "space_to_batch"]), st.integers(0, 7), st.data())
+def test_static_space_calls_agree_with_the_interval_rules(op, rank, data):
+    """The straight path of an array's call (shapes._static_space) returns the rules' result, or None where
+    the rules raise (it never passes a broken call) or it is not sure."""
+    vector = st.lists(_EDGE, min_size=rank, max_size=rank)
+    lengths = st.one_of(st.just(rank), st.integers(0, 8))
+    shape = tuple(data.draw(st.lists(_EDGE, min_size=rank, max_size=rank)))
+    block = data.draw(st.one_of(vector, lengths.flatmap(lambda n: st.lists(st.integers(1, 4), min_size=n, max_size=n))))
+    begin, end = (data.draw(st.one_of(vector, st.lists(st.integers(0, 3), min_size=rank, max_size=rank))) for _ in "be")
+    if data.draw(st.booleans()):  # the margins of the batch axis and its block as the rules want them, mostly
+        block, begin, end = [1] + block[1:], [0] + begin[1:], [0] + end[1:]
+    resolve = shapes.resolve_batch_to_space if op == "batch_to_space" else shapes.resolve_space_to_batch
+    fast = shapes._static_space(op, shape, block, begin, end)
+    expected = _interval_rules(resolve, shape, block, begin, end)
+    if fast is not None:
+        assert (fast.shape, fast.params) == expected
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.booleans(), st.integers(0, 7), st.data())
+def test_static_depth_calls_agree_with_the_interval_rules(space_to_depth, rank, data):
+    shape = tuple(data.draw(st.lists(st.one_of(_EDGE, st.sampled_from([6, 8, 12, 16, 24, 27, 64])), min_size=rank,
+                                     max_size=rank)))
+    mode = data.draw(st.sampled_from(["blocks_first", "depth_first", "DCR", ""]))
+    size = data.draw(st.one_of(st.integers(-1, 4), st.sampled_from([INT64_MAX, 2**40, True])))
+    resolve = shapes.resolve_space_to_depth if space_to_depth else shapes.resolve_depth_to_space
+    fast = shapes._static_depth(space_to_depth, shape, mode, size)
+    expected = _interval_rules(resolve, shape, mode, size)
+    if fast is not None:
+        assert (fast.shape, fast.params) == expected
+
+
+def test_static_calls_take_the_straight_path():
+    """The common calls do take it (so the two tests above compare something): every op, both modes."""
+    assert shapes._static_space("batch_to_space", (8, 3, 5, 5), [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1]) is not None
+    assert shapes._static_space("space_to_batch", (2, 3, 5, 5), (1, 1, 2, 2), (0, 0, 1, 0), (0, 0, 0, 1)) is not None
+    for mode in ("blocks_first", "depth_first"):
+        assert shapes._static_depth(True, (1, 3, 4, 6), mode, 2) is not None
+        assert shapes._static_depth(False, (1, 12, 4, 6), mode, 2) is not None
+    assert shapes.resolve_space_to_depth((1, 3, 4, 6), "blocks_first", 2) == shapes.resolve_space_to_depth(
+        [1, 3, 4, 6], "blocks_first", 2)

@@ -186,11 +186,95 @@ def _crop(d: Interval, c: int, i: int) -> Interval:
     return (max(lo - c, 0), None if hi is None else hi - c)
 
 
+# ----------------------------------------------------------------- static calls, straight
+
+
+# An array's call (plain int dims, parameters of plain ints) is checked here first with the rules below as
+# plain integer arithmetic, in a few microseconds: a new shape's first call pays it. Anything these do not
+# pass, they leave to the rules (None), which raise with the message: a rule broken is always reported by
+# the interval code, and tests/test_shapes.py holds the two to one result on valid and broken calls.
+
+
+def _plain(values: Any, rank: int, low: int) -> bool:
+    """``values`` is a list or tuple of ``rank`` plain ints from ``low`` to INT64_MAX."""
+    if (type(values) is not tuple and type(values) is not list) or len(values) != rank:
+        return False
+    for v in values:
+        if type(v) is not int or not low <= v <= INT64_MAX:
+            return False
+    return True
+
+
+def _static_space(op: str, shape: Tuple[int, ...], block: Any, begin: Any, end: Any) -> Optional[Resolved]:
+    """resolve_batch_to_space / resolve_space_to_batch of a valid static call; None for anything else."""
+    rank = len(shape)
+    if (rank < 2 or not _plain(shape, rank, 0) or not _plain(block, rank, 1) or not _plain(begin, rank, 0)
+            or not _plain(end, rank, 0) or block[0] != 1 or begin[0] or end[0]):
+        return None
+    product = math.prod(block)
+    if product > INT64_MAX:
+        return None
+    out = [0] * rank
+    if op == "batch_to_space":
+        if shape[0] % product:
+            return None
+        out[0] = shape[0] // product
+        for i in range(1, rank):
+            full = shape[i] * block[i]
+            if full > INT64_MAX or begin[i] + end[i] > full:
+                return None
+            out[i] = full - begin[i] - end[i]
+        names = ("crops_begin", "crops_end")
+    else:
+        out[0] = shape[0] * product
+        if out[0] > INT64_MAX:
+            return None
+        for i in range(1, rank):
+            padded = shape[i] + begin[i] + end[i]
+            if padded > INT64_MAX or padded % block[i]:
+                return None
+            out[i] = padded // block[i]
+        names = ("pads_begin", "pads_end")
+    return Resolved(tuple([(d, d) for d in out]), {"block_shape": tuple(block), names[0]: tuple(begin), names[1]: tuple(end)})
+
+
+def _static_depth(space_to_depth: bool, shape: Tuple[int, ...], mode: Any, size: Any) -> Optional[Resolved]:
+    """resolve_space_to_depth / resolve_depth_to_space (channels first) of a valid static call; None else."""
+    rank = len(shape)
+    if (rank < 3 or type(size) is not int or not 1 <= size <= INT64_MAX or type(mode) is not str
+            or (mode != "blocks_first" and mode != "depth_first") or not _plain(shape, rank, 0)):
+        return None
+    spatial = rank - 2
+    if size > 1 and spatial >= 63:
+        return None
+    power = size**spatial
+    if power > INT64_MAX:
+        return None
+    if space_to_depth:
+        out = [shape[0], shape[1] * power]
+        for d in shape[2:]:
+            if d % size:
+                return None
+            out.append(d // size)
+    else:
+        if shape[1] % power:
+            return None
+        out = [shape[0], shape[1] // power] + [d * size for d in shape[2:]]
+    for d in out:
+        if d > INT64_MAX:
+            return None
+    return Resolved(tuple([(d, d) for d in out]), {"mode": mode, "block_size": size})
+
+
 # ----------------------------------------------------------------- BatchToSpace-2
 
 
 def resolve_batch_to_space(data_shape: ShapeLike, block_shape: Optional[IntVector], crops_begin: Optional[IntVector],
                            crops_end: Optional[IntVector]) -> Resolved:
+    if type(data_shape) is tuple:
+        found = _static_space("batch_to_space", data_shape, block_shape, crops_begin, crops_end)
+        if found is not None:
+            return found
     shape = _data_shape(data_shape, 2, "batch_to_space")
     rank = None if shape is None else len(shape)
     block = int_vector(block_shape, "block_shape", rank)
@@ -263,6 +347,10 @@ def batch_to_space(data_shape: ShapeLike, block_shape: Optional[IntVector], crop
 
 def resolve_space_to_batch(data_shape: ShapeLike, block_shape: Optional[IntVector], pads_begin: Optional[IntVector],
                            pads_end: Optional[IntVector]) -> Resolved:
+    if type(data_shape) is tuple:
+        found = _static_space("space_to_batch", data_shape, block_shape, pads_begin, pads_end)
+        if found is not None:
+            return found
     shape = _data_shape(data_shape, 2, "space_to_batch")
     rank = None if shape is None else len(shape)
     block = int_vector(block_shape, "block_shape", rank)
@@ -341,6 +429,10 @@ def _depth_axes(rank: int, data_format: str) -> Tuple[int, range]:
 
 def resolve_space_to_depth(data_shape: ShapeLike, mode: Optional[Mode], block_size: Optional[SupportsIndex] = 1,
                            data_format: DataFormat = "channels_first") -> Resolved:
+    if type(data_shape) is tuple and data_format == "channels_first":
+        found = _static_depth(True, data_shape, mode, block_size)
+        if found is not None:
+            return found
     data_format = data_format_arg(data_format)
     shape, params = _depth_common("space_to_depth", data_shape, mode, block_size)
     size = params["block_size"]
@@ -386,6 +478,10 @@ def space_to_depth(data_shape: ShapeLike, mode: Optional[Mode], block_size: Opti
 
 def resolve_depth_to_space(data_shape: ShapeLike, mode: Optional[Mode], block_size: Optional[SupportsIndex] = 1,
                            data_format: DataFormat = "channels_first") -> Resolved:
+    if type(data_shape) is tuple and data_format == "channels_first":
+        found = _static_depth(False, data_shape, mode, block_size)
+        if found is not None:
+            return found
     data_format = data_format_arg(data_format)
     shape, params = _depth_common("depth_to_space", data_shape, mode, block_size)
     size = params["block_size"]
