@@ -76,6 +76,11 @@ class BoundedCache(Dict[Hashable, V]):
     def put(self, key: Hashable, value: V) -> V:
         """Keep ``value`` under ``key``, forgetting the oldest entries past the bounds; return ``value``."""
         with self._lock:
+            if self.maxbytes is None:  # (no total to keep: the dict's own methods, no Python call each)
+                dict.__setitem__(self, key, value)
+                while len(self) > self.maxsize:
+                    dict.__delitem__(self, next(iter(self)))
+                return value
             self[key] = value
             while len(self) > self.maxsize:
                 del self[next(iter(self))]

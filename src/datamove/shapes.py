@@ -39,8 +39,11 @@ class Resolved(NamedTuple):
 
     shape: Optional[Tuple[Interval, ...]]
     params: Dict[str, Any]  # the normalised parameters, by name (tuples of ints, an int, a mode, or None)
+    static: Optional[Tuple[int, ...]] = None  # the shape as plain ints, where a static call's straight path made it
 
     def public(self) -> Shape:
+        if self.static is not None:
+            return self.static
         if self.shape is None:
             return None
         return tuple([d[0] if d[0] == d[1] else to_dim(d) for d in self.shape])  # (a static dim: its int)
@@ -235,7 +238,8 @@ def _static_space(op: str, shape: Tuple[int, ...], block: Any, begin: Any, end: 
                 return None
             out[i] = padded // block[i]
         names = ("pads_begin", "pads_end")
-    return Resolved(tuple([(d, d) for d in out]), {"block_shape": tuple(block), names[0]: tuple(begin), names[1]: tuple(end)})
+    return Resolved(tuple([(d, d) for d in out]), {"block_shape": tuple(block), names[0]: tuple(begin), names[1]: tuple(end)},
+                    tuple(out))
 
 
 def _static_depth(space_to_depth: bool, shape: Tuple[int, ...], mode: Any, size: Any) -> Optional[Resolved]:
@@ -263,7 +267,7 @@ def _static_depth(space_to_depth: bool, shape: Tuple[int, ...], mode: Any, size:
     for d in out:
         if d > INT64_MAX:
             return None
-    return Resolved(tuple([(d, d) for d in out]), {"mode": mode, "block_size": size})
+    return Resolved(tuple([(d, d) for d in out]), {"mode": mode, "block_size": size}, tuple(out))
 
 
 # ----------------------------------------------------------------- BatchToSpace-2
