@@ -27,17 +27,16 @@ straight from registers.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import warnings
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import threads
-from ..outputs import LINE_FROM, allocate, unaliased
+from ..outputs import allocate, unaliased
 from ..caches import BoundedCache
 from ..plans import Plan, check_arrays, check_shapes
 from . import core_format, numpy_engine
@@ -301,10 +300,14 @@ def _core_args(call: "Call") -> Tuple[Any, ...]:
 CORE_PLANS = True
 
 
-def program_of(call: "Call", data: np.ndarray, out: np.ndarray, addresses: Tuple[int, int], stream: int) -> bytes:
+def program_of(call: "Call", data: np.ndarray, out: np.ndarray, addresses: Optional[Tuple[int, int]] = None,
+               stream: Optional[int] = None) -> bytes:
     """The program of a validated ``call`` on these arrays: planned and lowered by the core, in microseconds
-    (``src/native/plan.hpp``), or, where its planner takes none, by :func:`program` from the call's plan."""
+    (``src/native/plan.hpp``), or, where its planner takes none, by :func:`program` from the call's plan.
+    ``addresses`` and ``stream`` as :func:`program` takes them."""
     native = _native or core()
+    if stream is None:
+        stream = streamed(out)
     found: Optional[bytes] = native.program(*_core_args(call), data, out, stream) if CORE_PLANS else None
     return program(call.plan, data, out, addresses, stream) if found is None else found
 
@@ -320,11 +323,10 @@ def first_call(call: "Call", data: np.ndarray, out: Optional[np.ndarray]) -> Opt
     if native is None or not CORE_PLANS or dtype.hasobject or not dtype.itemsize:
         return None
     if out is None:
-        size = data.itemsize * math.prod(call.out_shape)
-        out = np.empty(call.out_shape, dtype) if size < LINE_FROM else allocate(call.out_shape, dtype)  # allocate's rule
+        out = allocate(call.out_shape, dtype)
     else:
         data = unaliased(data, out)
-        size = out.nbytes
+    size = out.nbytes
     if size == 0:
         return out
     stream = 2 if size >= (STREAM_BYTES or 0) else int(size >= REGISTER_STREAM_BYTES)  # streamed(out)'s
@@ -412,7 +414,6 @@ class Planned:
         return program_of(self.call, data, out, (src, dst), stream)
 
 
-
 def _extent(array: np.ndarray) -> int:
     """The bytes ``array`` spans from its lowest address to the end of its highest item (0 when empty)."""
     if array.size == 0:
@@ -427,39 +428,38 @@ def carries_tables(found: bytes) -> bool:
 
 
 def run(call: Call, data: np.ndarray, out: Any) -> np.ndarray:
-    """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data`` into ``out``, or a new array.
-
-    A shape the calls have not made before (refused as :func:`execute` refuses) is planned by the core."""
+    """The engine protocol (:mod:`datamove.engines`): ``call`` on ``data`` into ``out``, or a new array,
+    planned by the core (:func:`program_of`)."""
     result: np.ndarray = allocate(call.out_shape, data.dtype) if out is None else out
-    out = result
-    check_shapes(call.in_shape, call.out_shape, data, out)
-    if data.dtype.hasobject or data.dtype.itemsize == 0:
-        numpy_engine.execute(call.plan, data, out)
-        return result
-    if out.size == 0:
-        return result
-    native = _native or core()
-    addresses = (native.lowest(data), native.lowest(out))
-    stream = streamed(out)
-    native.run(program_of(call, data, out, addresses, stream), data, out, threads.get_num_threads(), RUN_MODES[stream])
+    check_shapes(call.in_shape, call.out_shape, data, result)
+    _execute(lambda: call.plan, lambda addresses, stream: program_of(call, data, result, addresses, stream), data, result)
     return result
 
 
 def execute(plan: Plan, data: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Write ``plan`` applied to ``data`` into ``out`` (shape ``plan.out_shape``, dtype of data).
+    """Write ``plan`` applied to ``data`` into ``out`` (shape ``plan.out_shape``, dtype of data), lowered by
+    the Python side (:func:`program`).
 
     A plan made for other shapes or item sizes is refused (a DataMoveError), and the core refuses any
     program reaching outside either array's memory (a ValueError): neither is ever run past an array.
     """
     check_arrays(plan, data, out)
+    _execute(lambda: plan, lambda addresses, stream: program(plan, data, out, addresses, stream), data, out)
+    return out
+
+
+def _execute(plan_of: Callable[[], Plan], program_for: Callable[[Tuple[int, int], int], bytes], data: np.ndarray,
+             out: np.ndarray) -> None:
+    """What :func:`run` and :func:`execute` do once they have checked the arrays: references on NumPy (the
+    plan), any other items by the core (``program_for(addresses, stream)``)."""
     if data.dtype.hasobject or data.dtype.itemsize == 0:
-        return numpy_engine.execute(plan, data, out)
+        numpy_engine.execute(plan_of(), data, out)
+        return
     if out.size == 0:
-        return out
+        return
     native = _native or core()
     addresses = (native.lowest(data), native.lowest(out))  # strided._address's, in a tenth of the time
     stream = streamed(out)
     # (the program as streamed outputs have it; the core stores its L1-staged steps plainly where they pay
     # no better streamed: RUN_MODES)
-    native.run(program(plan, data, out, addresses, stream), data, out, threads.get_num_threads(), RUN_MODES[stream])
-    return out
+    native.run(program_for(addresses, stream), data, out, threads.get_num_threads(), RUN_MODES[stream])
