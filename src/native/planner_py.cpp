@@ -101,20 +101,30 @@ PyObject* py_plan_flat(PyObject*, PyObject* args) {
     return as_bytes(flat);
 }
 
+namespace {
+
+// The arguments of the tests' exports: an encoded plan and two arrays' layouts; false (a Python error set)
+// where they are not that (`name` in the message).
+bool decoded(const char* name, Py_buffer* flat, PyObject* data, PyObject* out, Plan* plan, Layout* src, Layout* dst) {
+    const bool ok = decode(static_cast<const int64_t*>(flat->buf), flat->len / (Py_ssize_t)sizeof(int64_t), plan);
+    PyBuffer_Release(flat);
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "datamove._native.%s: a malformed plan", name);
+        return false;
+    }
+    return layout_of(data, src, false) && layout_of(out, dst, true);
+}
+
+}  // namespace
+
 PyObject* py_lower_flat(PyObject*, PyObject* args) {
     Py_buffer flat;
     PyObject *data, *out;
     int stream;
     if (!PyArg_ParseTuple(args, "y*OOi", &flat, &data, &out, &stream)) return nullptr;
     Plan plan;
-    const bool decoded = decode(static_cast<const int64_t*>(flat.buf), flat.len / (Py_ssize_t)sizeof(int64_t), &plan);
-    PyBuffer_Release(&flat);
-    if (!decoded) {
-        PyErr_SetString(PyExc_ValueError, "datamove._native.lower_flat: a malformed plan");
-        return nullptr;
-    }
     Layout src, dst;
-    if (!layout_of(data, &src, false) || !layout_of(out, &dst, true)) return nullptr;
+    if (!decoded("lower_flat", &flat, data, out, &plan, &src, &dst)) return nullptr;
     std::vector<int64_t> program;
     if (!lower_program(plan, src, dst, stream, &program)) Py_RETURN_NONE;
     return as_bytes(program);
@@ -125,14 +135,8 @@ PyObject* py_units_flat(PyObject*, PyObject* args) {
     PyObject *data, *out;
     if (!PyArg_ParseTuple(args, "y*OO", &flat, &data, &out)) return nullptr;
     Plan plan;
-    const bool decoded = decode(static_cast<const int64_t*>(flat.buf), flat.len / (Py_ssize_t)sizeof(int64_t), &plan);
-    PyBuffer_Release(&flat);
-    if (!decoded) {
-        PyErr_SetString(PyExc_ValueError, "datamove._native.units_flat: a malformed plan");
-        return nullptr;
-    }
     Layout src, dst;
-    if (!layout_of(data, &src, false) || !layout_of(out, &dst, true)) return nullptr;
+    if (!decoded("units_flat", &flat, data, out, &plan, &src, &dst)) return nullptr;
     std::vector<std::vector<int64_t>> steps;
     if (!lower_units(plan, src, dst, &steps)) Py_RETURN_NONE;
     std::vector<int64_t> program{(int64_t)steps.size()};
