@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Callable, Hashable, Optional, SupportsIndex, Tuple, cast
+from typing import Any, Callable, Dict, Hashable, Optional, SupportsIndex, Tuple, cast
 
 import numpy as np
 
@@ -56,21 +56,34 @@ def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
                             "more than an array can hold (2**63 - 1)")
 
 
+#: The keys of calls made once, by the core in one call (:func:`~datamove.engines.native_engine.first_call`),
+#: whose recipe the key's second call makes: a shape seen once costs no recipe. A plain dict (its get and
+#: set are atomic), forgotten whole when it reaches the recipes' bound.
+_SEEN: Dict[Hashable, bool] = {}
+
+
 def _run(op: str, resolved: shapes.Resolved, data: Any, out: Any, engine: Any, recipe_key: Any) -> Any:
-    """A validated call: its recipe made (and kept under ``recipe_key``), then run; or, for a NumPy array the
-    compiled core takes, planned and run by the core in one call, its recipe left to the key's next call."""
+    """A validated call: its recipe made (and kept under ``recipe_key``), then run; or, the first time a NumPy
+    array's key is seen, planned and run by the compiled core in one call, the recipe left to the key's next."""
     out_shape = _static(resolved)
     _check_size(out_shape, getattr(data, "dtype", None))
     call = Call(op, resolved.params, tuple(data.shape), out_shape)
-    if type(data) is np.ndarray and (engine == "auto" or engine == "native") and (out is None or type(out) is np.ndarray):
+    seen = recipe_key is not None and _SEEN.pop(recipe_key, False)
+    if (not seen and type(data) is np.ndarray and (engine == "auto" or engine == "native")
+            and (out is None or type(out) is np.ndarray)):
         if out is not None:
             _check_out(out, out_shape, data.dtype)
         done = native_engine.first_call(call, data, out)
         if done is not None:
             if recipe_key is not None:
-                _RECIPES.put(recipe_key, recipes.Later(recipe_key, call, engine))
+                if len(_SEEN) >= _RECIPES.maxsize:
+                    _SEEN.clear()
+                _SEEN[recipe_key] = True
             return done
-    return recipes.make(recipe_key, call, data, engine)(data, out)
+    recipe = recipes.make(recipe_key, call, data, engine)
+    if seen and isinstance(recipe, recipes.Recipe):
+        recipe.called = True  # (its first call was the core's: a recipe that moves to the core does so now)
+    return recipe(data, out)
 
 
 def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_size: Any, data_format: Any, out: Any,

@@ -36,7 +36,7 @@ from .engines import native_engine, torch_layout
 from .errors import DataMoveError
 from .plans import Plan
 
-__all__ = ["Recipe", "TorchRecipe", "ForeignRecipe", "Later", "RECIPES", "space_key", "key", "make"]
+__all__ = ["Recipe", "TorchRecipe", "ForeignRecipe", "RECIPES", "space_key", "key", "make"]
 
 _MAX = 512
 #: The recipes, most recently made last; ``RECIPES.get(key)`` finds one.
@@ -529,23 +529,6 @@ def _c_layout(shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         step *= max(n, 1)
     item = np.zeros(1, np.dtype(f"V{dtype.itemsize}"))  # the same width, any dtype (ml_dtypes included)
     return np.lib.stride_tricks.as_strided(item, shape, tuple(reversed(strides)))
-
-
-class Later:
-    """What a call's key holds after its first call, which the core made in one
-    (:func:`~datamove.engines.native_engine.first_call`): its recipe is made on the second call with that
-    key, so that a shape seen once costs no recipe (nor a Python plan)."""
-
-    __slots__ = ("key", "call", "engine")
-
-    def __init__(self, key: Hashable, call: Call, engine: str) -> None:
-        self.key, self.call, self.engine = key, call, engine
-
-    def __call__(self, data: Any, out: Any) -> Any:
-        recipe = make(self.key, self.call, data, self.engine)
-        if isinstance(recipe, Recipe):
-            recipe.called = True  # (the first call was the core's: a recipe moving to it does so now)
-        return recipe(data, out)
 
 
 def make(recipe_key: Optional[Hashable], call: Call, data: Any, engine: str) -> Any:
