@@ -97,11 +97,8 @@ PyObject* py_call(PyObject*, PyObject* args) {
     } release{&src_view, &dst_view};
     dm::planner::Layout src, dst;
     dm::planner::layout_from(src_view, &src), dm::planner::layout_from(dst_view, &dst);
-    call.in_shape = src.shape, call.out_shape = dst.shape;
-    dm::planner::Plan plan;
     std::vector<int64_t> program;
-    if (!dm::planner::plan_views(call, &plan) || !dm::planner::lower_program(plan, src, dst, stream, &program))
-        Py_RETURN_FALSE;
+    if (!dm::planner::program_of(&call, src, dst, stream, &program)) Py_RETURN_FALSE;
     PyObject* ran = run_program(program.data(), (Py_ssize_t)program.size(), src_view, dst_view, threads, run_stream);
     if (ran == nullptr) return nullptr;
     Py_DECREF(ran);

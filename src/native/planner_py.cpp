@@ -65,21 +65,25 @@ PyObject* as_bytes(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+bool program_of(Call* call, const Layout& data, const Layout& out, int stream, std::vector<int64_t>* program) {
+    call->in_shape = data.shape, call->out_shape = out.shape;
+    Plan plan;
+    return plan_views(*call, &plan) && lower_program(plan, data, out, stream, program);
+}
+
 PyObject* py_program(PyObject*, PyObject* args) {
-    int op, mode, stream;
-    long long block_size;
-    PyObject *block, *begin, *end, *data, *out;
-    if (!PyArg_ParseTuple(args, "iOOOiLOOi", &op, &block, &begin, &end, &mode, &block_size, &data, &out, &stream))
-        return nullptr;
+    PyObject *head = PyTuple_GetSlice(args, 0, 6), *tail = PyTuple_GetSlice(args, 6, PY_SSIZE_T_MAX);
     Call call;
-    call.op = op, call.mode = mode, call.block_size = block_size;
-    if (!ints_of(block, &call.block) || !ints_of(begin, &call.begin) || !ints_of(end, &call.end)) return nullptr;
+    PyObject *data, *out;
+    int stream;
+    const bool parsed = head != nullptr && tail != nullptr && call_of(head, &call) &&
+                        PyArg_ParseTuple(tail, "OOi", &data, &out, &stream);
+    Py_XDECREF(head), Py_XDECREF(tail);
+    if (!parsed) return nullptr;
     Layout src, dst;
     if (!layout_of(data, &src, false) || !layout_of(out, &dst, true)) return nullptr;
-    call.in_shape = src.shape, call.out_shape = dst.shape;
-    Plan plan;
     std::vector<int64_t> program;
-    if (!plan_views(call, &plan) || !lower_program(plan, src, dst, stream, &program)) Py_RETURN_NONE;
+    if (!program_of(&call, src, dst, stream, &program)) Py_RETURN_NONE;
     return as_bytes(program);
 }
 

@@ -14,6 +14,9 @@ void layout_from(const Py_buffer& view, Layout* layout);
 // A call's op and parameters from the tuple (op, block, begin, end, mode, block_size); false (a Python error
 // set) where they are not that.
 bool call_of(PyObject* args, Call* call);
+// The program of a validated call over two layouts (its shapes set from theirs): plan_views, then
+// lower_program; false where the planner takes none.
+bool program_of(Call* call, const Layout& data, const Layout& out, int stream, std::vector<int64_t>* program);
 
 // program(op, block, begin, end, mode, block_size, data, out, stream) -> bytes or None: the program of a
 // validated call (datamove.shapes has checked it; data's and out's shapes are its input's and output's)
