@@ -1,4 +1,4 @@
-"""The compiled lowering (``src/native/lower.cpp``) held to :func:`datamove.engines.native_engine.program`, bit
+"""The compiled lowering (``src/native/planner/lower.cpp``) held to :func:`datamove.engines.native_engine.program`, bit
 for bit, on the cases random layouts rarely reach (tests/test_planner.py draws small arrays): streamed scatter
 tiles of long rows (``fan_out_first``), large outputs of few rows cut into chunks (``_split``), 5-D
 SpaceToDepth's loops moved out (``runs_together``), windows of pixels and scatter windows, fills, 16-byte

@@ -1,4 +1,4 @@
-"""The compiled planner's units from tables (``src/native/units.cpp``) held to
+"""The compiled planner's units from tables (``src/native/planner/units.cpp``) held to
 :func:`datamove.engines.units.lower_units`, bit for bit: over the shared random calls and layouts
 (``tests/planner_cases.py``), and over calls drawn where units apply (SpaceToBatch with pads of small
 images, channels-last BatchToSpace with crops, NCHW and channels-last, ranks 3-5, items of 4 and 8 bytes,

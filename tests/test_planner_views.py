@@ -1,4 +1,4 @@
-"""The compiled planner's plans (``src/native/views.cpp``) held to :mod:`datamove.plans`, bit for bit, on the
+"""The compiled planner's plans (``src/native/planner/views.cpp``) held to :mod:`datamove.plans`, bit for bit, on the
 calls that tests/test_planner.py's random generator does not reach: empty axes, ranks 2 and 7, blocks of 1
 everywhere and blocks of 5-8, crops that remove whole blocks, the depth ops in 1 and 3 spatial dims; and
 the calls it leaves to the Python side (``plan_flat`` returns None, never crashes): past its bound of 4096

@@ -1,18 +1,19 @@
 // datamove._native: the compiled CPU core. This file: what every other one uses (the program's steps,
 // the CPU's features, the streaming stores).
 //
-// It plans a validated call (plan.hpp: views.cpp, lower.cpp, units.cpp) into loop nests and runs them
+// It plans a validated call (plan.hpp, planner.cpp) into loop nests and runs them
 // over raw memory, with a thread pool of its own and the GIL released. Python keeps the validation (the
 // rules, datamove.shapes) and a planner of its own for what this one refuses. Its files, each header
 // including the one before it:
 //
 //   common.hpp   the program's steps, the CPU's features, streaming stores
-//   plan.hpp     the planner: views.cpp (the op's views), lower.cpp (views to steps), units.cpp (tables);
-//                planner_py.cpp its Python functions
+//   plan.hpp     the planner: planner.cpp, one file of planner/views.cpp (the op's views), lower.cpp (views
+//                to steps), units.cpp (tables) and planner_py.cpp (its Python functions)
 //   bodies.hpp   the block tiles' SIMD bodies (SSE2, SSSE3, AVX-512) and short runs of pixels
 //   lines.hpp    streamed gathers and scatters: chunks through L1, AVX-512's whole-line kernels
 //   rows.hpp     the kernels by pattern and run_rows, which walks a step's rows
-//   word*.cpp    run_rows for one word width each (1, 2, 4, 8, 16; 32, 64, 128 bytes: windows), compiled in parallel
+//   word*.cpp    run_rows for one word width each (1, 2, 4, 8, 16 bytes; wide.cpp: 32, 64, 128, windows only),
+//                compiled in parallel
 //   program.cpp  parse (a program into steps) and streams (whether its stores go around the cache)
 //   pool.cpp     jobs and the thread pool (fork-safe)
 //   module.cpp   the Python module (also core.hpp: what the last three share)

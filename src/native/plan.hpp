@@ -1,7 +1,7 @@
 // The core's planner: a call (the operation, its resolved parameters, the arrays' layouts) made into the
 // program the kernels run (common.hpp's format), in C++, so that a new shape costs microseconds.
 //
-// Three stages, one file each:
+// Three stages, one file each in planner/ (planner.cpp compiles them as one):
 //   views.cpp   plan_views: the output as strided views of the input (datamove.plans' Plan: copies, fills,
 //               windows, window fills, the source); from the op's shapes and parameters only.
 //   lower.cpp   lower_program: those views over two concrete layouts as the program's steps (merged dims,

@@ -799,7 +799,7 @@ RowsFn pick_word(int pattern, int block, bool interleaved) {
 }
 
 // The run_rows of a word type for a pattern and block, plain or streamed. Each word type's instances are
-// compiled in a file of their own (word1.cpp ... word128.cpp), in parallel; the others see these
+// compiled in a file of their own (word1.cpp ... word16.cpp; wide.cpp the three widest), in parallel; the others see these
 // declarations only. `interleaved`: SCATTER tiles that interleave_rows takes, GATHER tiles that
 // gather_units takes (pick).
 template <typename T>
