@@ -60,16 +60,28 @@ def exact(value: Any) -> Optional[Hashable]:
     return None
 
 
-def space_key(op: str, block_shape: Any, begin: Any, end: Any, data: Any, engine: Any) -> Optional[Hashable]:
-    """The recipe key of a BatchToSpace / SpaceToBatch call, or None when it cannot use a recipe."""
-    if type(data) is not np.ndarray:
+def space_key(op: str, block_shape: Any, begin: Any, end: Any, data: Any, engine: Any,
+              library: Optional[libraries.Library] = None) -> Optional[Hashable]:
+    """The recipe key of a BatchToSpace / SpaceToBatch call, or None when it cannot use a recipe.
+
+    ``library``: ``libraries.of(data)`` where the caller has it (not asked for an exact ``np.ndarray``).
+    NumPy arrays' and PyTorch tensors' keys are built inline, as :func:`key` (their adapters' keys) would.
+    """
+    kind = type(data)
+    if kind is not np.ndarray and (library if library is not None else libraries.of(data)) is not libraries.TORCH:
         return key(op, (block_shape, begin, end), data, engine)
     if type(engine) is not str:
         return None
     block_shape, begin, end = exact(block_shape), exact(begin), exact(end)
     if block_shape is None or begin is None or end is None:
         return None
-    return (op, block_shape, begin, end, engine, data.shape, data.strides, data.dtype)
+    if kind is np.ndarray:
+        return (op, block_shape, begin, end, engine, data.shape, data.strides, data.dtype)
+    try:  # libraries.TORCH.key, inlined
+        return (op, block_shape, begin, end, engine, kind, data.shape, data.stride(), data.dtype, data.device,
+                data.is_conj(), data.is_neg())
+    except RuntimeError:  # sparse and nested tensors have no strides (check_dense says so)
+        return None
 
 
 # dtypes whose reshape/permute/cat PyTorch implements on every device (not float8, uint16-64, complex32)
@@ -81,7 +93,9 @@ def key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hash
     """The recipe key of a call on an array of another library than NumPy (its adapter's key: type, shape,
     strides, dtype, device, ...), or None when it cannot use a recipe.
 
-    (NumPy arrays' keys are built inline by :mod:`datamove.ops`: ``(op, *args, engine, shape, strides, dtype)``.)
+    (NumPy arrays' and PyTorch tensors' keys are built inline by :mod:`datamove.ops` and :func:`space_key`, equal
+    to this one: ``(op, *args, engine, shape, strides, dtype)`` and ``(op, *args, engine, *libraries.TORCH.key(data))``;
+    ``tests/test_recipes.py`` holds them to it.)
     """
     library = libraries.of(data)
     if library is None or library is libraries.NUMPY or type(engine) is not str:
