@@ -197,7 +197,9 @@ def _torch_formula(call: Call, data: Any) -> Callable[[Any], Any]:
     op, params, plan = call.op, call.params, call.plan
     size = params.get("block_size")
     if _pixel_shuffle(call, data):
-        # PyTorch's own op is exactly this one (and returns a new tensor, in the input's memory format)
+        # PyTorch's own op is exactly this one (and returns a new tensor, in the input's memory format); it
+        # costs less than the core on the tensor's NumPy view: [1, 4, 16, 16] float32 depth_first, 6.8 us
+        # against 10.1 (into np.empty, then torch.from_numpy) and 12.3 (into torch.empty's NumPy view), in turns
         return (lambda x: F.pixel_unshuffle(x, size)) if op == "space_to_depth" else (lambda x: F.pixel_shuffle(x, size))
     xp = array_api_engine.namespace(data)
     formula = lambda x: array_api_engine.apply(op, params, x, xp)  # noqa: E731 - differentiable
