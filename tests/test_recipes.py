@@ -245,3 +245,104 @@ def test_conjugate_views_never_take_their_bases_recipe(shape):
         for _ in range(2):
             assert torch.equal(call(x.conj()), plain.conj())
             assert torch.equal(call(x.conj().imag), -call(x.imag.contiguous()))  # a negative view
+
+
+# Calls on tensors of one shape, [4, 4, 8, 8] float32 (4 KiB: the depth ops' blocks_first on the core from the
+# second call, depth_first on pixel_(un)shuffle, the space ops on one strided view, padded or cropped)
+KEYED_CALLS = [
+    ("space_to_depth", ("blocks_first", 2)),
+    ("space_to_depth", ("depth_first", 2)),
+    ("depth_to_space", ("blocks_first", 2)),
+    ("depth_to_space", ("depth_first", 2)),
+    ("batch_to_space", ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1])),
+    ("space_to_batch", ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])),
+]
+
+
+def _pairs(torch):
+    """Pairs of tensors of one shape, [4, 4, 8, 8], that differ in one field of a recipe's key each (or in what
+    the recipe must read at every call: the storage offset, requires_grad, inference mode)."""
+    base = torch.arange(1, 1025, dtype=torch.float32).reshape(4, 4, 8, 8)
+    complex_base = torch.complex(base, -base)
+    subclass = type("Subclass", (torch.Tensor,), {})
+    pairs = {
+        "transposed": (base, base.transpose(2, 3)),  # strides
+        "sliced": (base, torch.arange(1, 2049, dtype=torch.float32).reshape(4, 4, 8, 16)[..., ::2]),
+        "channels_last": (base, base.contiguous(memory_format=torch.channels_last)),
+        "offset": (base, torch.arange(0, 1026, dtype=torch.float32)[2:].reshape(4, 4, 8, 8)),  # same strides
+        "int32": (base, base.to(torch.int32)),  # dtype, of the same width
+        "float64": (base, base.double()),
+        "int16": (base, base.to(torch.int16)),
+        "bfloat16": (base, base.to(torch.bfloat16)),
+        "conj": (complex_base, complex_base.conj()),  # the same strides and dtype, the conjugate bit
+        "subclass": (base, base.as_subclass(subclass)),  # type
+        "parameter": (base, torch.nn.Parameter(base.clone(), requires_grad=False)),
+        "requires_grad": (base, base.clone().requires_grad_()),
+        "meta": (base, base.to("meta")),  # device
+    }
+    if hasattr(torch, "_neg_view"):
+        pairs["neg"] = (base, torch._neg_view(base))  # the same strides and dtype, the negative bit
+    with torch.inference_mode():
+        pairs["inference"] = (base, base.clone())
+    return pairs
+
+
+_READ_AT_EVERY_CALL = ("offset", "requires_grad", "inference")
+
+
+def _values(tensor):
+    """``tensor``'s values as a NumPy array of float64 or complex128 (exact for every dtype here)."""
+    torch = sys.modules["torch"]
+    values = tensor.detach().resolve_conj().resolve_neg()
+    return values.to(torch.complex128 if values.is_complex() else torch.float64).numpy()
+
+
+@pytest.mark.parametrize("op, args", KEYED_CALLS, ids=[f"{op}-{args[0]}" for op, args in KEYED_CALLS])
+def test_torch_tensors_of_one_shape_never_take_each_others_recipe(op, args):
+    # each tensor of a pair right after the other's recipe is made and used: a key that missed a field would
+    # hand one the other's recipe (a wrong value, dtype, type, device or memory format). Every result equals
+    # the spec's, and, in type and layout, the one its tensor gets from an empty cache.
+    torch = pytest.importorskip("torch")
+    function = getattr(dm, op)
+    for name, pair in _pairs(torch).items():
+        fresh = []
+        for tensor in pair:
+            recipes.RECIPES.clear()
+            fresh.append(function(tensor, *args))
+        recipes.RECIPES.clear()
+        for which in (0, 0, 1, 1, 1, 0, 1):
+            tensor, alone = pair[which], fresh[which]
+            got = function(tensor, *args)
+            assert (type(got), got.dtype, got.device, got.stride()) == (
+                type(alone), alone.dtype, alone.device, alone.stride()), (name, which)
+            assert got.requires_grad == (tensor.requires_grad and torch.is_grad_enabled()), (name, which)
+            if tensor.device.type != "meta":
+                assert np.array_equal(_values(got), getattr(ref, op)(_values(tensor), *args)), (name, which)
+        # the key ops.py builds inline is the adapter's (recipes.key, libraries.TORCH.key): one recipe each,
+        # but for what the recipe reads at every call
+        keys = {recipes.key(op, args, tensor, "auto") for tensor in pair}
+        assert None not in keys and keys <= set(recipes.RECIPES), name
+        assert len(keys) == (1 if name in _READ_AT_EVERY_CALL else 2), name
+
+
+@pytest.mark.parametrize("op, args", KEYED_CALLS, ids=[f"{op}-{args[0]}" for op, args in KEYED_CALLS])
+def test_a_tensor_that_requires_grad_gets_its_gradient_from_a_kept_recipe(op, args):
+    # the recipe is made and used on a tensor without a gradient; the same layout with one then gets the
+    # adjoint's gradient (each input's gradient: the sum of the weights of the outputs it went to)
+    torch = pytest.importorskip("torch")
+    function = getattr(dm, op)
+    base = _pairs(torch)["transposed"][0]
+    recipes.RECIPES.clear()
+    function(base, *args)
+    function(base, *args)
+    places = getattr(ref, op)(np.arange(1, base.numel() + 1, dtype=np.int64).reshape(tuple(base.shape)), *args)
+    for _ in range(2):
+        leaf = base.clone().requires_grad_()
+        got = function(leaf, *args)
+        assert got.requires_grad
+        weights = torch.arange(1, got.numel() + 1, dtype=torch.float32).reshape(got.shape)
+        (got * weights).sum().backward()
+        want = np.bincount(places.ravel(), weights=weights.numpy().ravel(), minlength=base.numel() + 1)[1:]
+        assert np.array_equal(leaf.grad.numpy().ravel(), want.astype(np.float32))
+        with torch.no_grad():
+            assert not function(leaf, *args).requires_grad
