@@ -14,9 +14,9 @@
 //   rows.hpp     the kernels by pattern and run_rows, which walks a step's rows
 //   word*.cpp    run_rows for one word width each (1, 2, 4, 8, 16 bytes; wide.cpp: 32, 64, 128, windows only),
 //                compiled in parallel
-//   program.cpp  parse (a program into steps) and streams (whether its stores go around the cache)
-//   pool.cpp     jobs and the thread pool (fork-safe)
-//   module.cpp   the Python module (also core.hpp: what the last three share)
+//   core.cpp     one file of core/program.cpp (parse: a program into steps; streams: whether its stores go
+//                around the cache), core/pool.cpp (jobs and the fork-safe thread pool) and core/module.cpp
+//                (the Python module); core.hpp: what the three share
 //   cpu.hpp      what the CPU has (GCC's and Clang's builtins, MSVC's cpuid); platform.hpp: threads,
 //                locks, the fork handler and the cache's size on POSIX and on Windows (pool.cpp, module.cpp)
 //
