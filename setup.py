@@ -31,7 +31,7 @@ from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 # The longest first, so that no long file is left to run alone at the end: seconds of compiler time each on the
 # 2-core machine (GCC 12, -O3), word4 18.7, word8 17.3, word2 16.2, word1 16.0, word16 13.9, wide 13.6,
-# planner 8.3, core 4.7. (In name order the planner started last, and the build took 2 s longer.)
+# planner 8.3, core 4.7.
 _LONGEST_FIRST = ("word4", "word8", "word2", "word1", "word16", "wide", "planner", "core")
 SOURCES = sorted(glob.glob("src/native/*.cpp"), key=lambda path: (
     _LONGEST_FIRST.index(os.path.basename(path)[:-4]) if os.path.basename(path)[:-4] in _LONGEST_FIRST else 0, path))

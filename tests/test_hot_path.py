@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove import recipes, route
+from datamove import ops, recipes, route, shapes
 from datamove.engines import native_engine
 
 import reference
@@ -253,3 +253,43 @@ def test_a_small_cpu_tensor_repeats_on_the_core_where_pytorch_has_no_such_op(rec
             quiet = dm.space_to_depth(leaf, *args)
         assert not quiet.requires_grad
         assert torch.equal(quiet, torch.from_numpy(_expected(op, args, leaf.detach().numpy())))
+
+
+@pytest.mark.parametrize("op", ["space_to_depth", "depth_to_space"])
+@pytest.mark.parametrize("shape", [(2, 8, 4, 6), (1, 8, 6), (2, 8, 2, 4, 6), (0, 8, 4, 4)], ids=["4-D", "3-D", "5-D", "empty"])
+def test_a_new_depth_shape_goes_from_the_rules_straight_to_the_core(op, shape, monkeypatch, recorded):
+    """A NumPy array's first SpaceToDepth / DepthToSpace call of a layout, channels first, into a new array:
+    the rules' straight path (shapes.static_depth_shape) and one core call, no Resolved, no Call; the second
+    call takes the whole path and makes the recipe."""
+    x = _values(shape, np.float32)
+    expected = _expected(op, ("depth_first", 2), x)
+    ops._SEEN.clear()
+    recipes.RECIPES.clear()
+
+    def refused(*args, **kwargs):
+        raise AssertionError("not on a new depth shape's first call")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ops, "Call", refused)
+        patched.setattr(shapes, "resolve_space_to_depth", refused)
+        patched.setattr(shapes, "resolve_depth_to_space", refused)
+        first = getattr(dm, op)(x, "depth_first", 2)
+    np.testing.assert_array_equal(first, expected)
+    assert first.flags.c_contiguous and not np.shares_memory(first, x)
+    assert len(recorded.calls) == (1 if x.size else 0) and not recipes.RECIPES
+    np.testing.assert_array_equal(getattr(dm, op)(x, "depth_first", 2), expected)  # the recipe's maker
+    assert len(recipes.RECIPES) == 1
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: dm.space_to_depth(x, "depth_first", 3),  # 8 x 6 not divisible by 3
+    lambda x: dm.space_to_depth(x, "DCR", 2),
+    lambda x: dm.space_to_depth(x, "depth_first", 0),
+    lambda x: dm.depth_to_space(x, "blocks_first", 3),  # 8 channels not divisible by 9
+    lambda x: dm.depth_to_space(x, "blocks_first", np.int64(2**40)),
+])
+def test_a_broken_new_depth_call_is_refused_by_the_rules(call):
+    """What the straight path does not take goes to the rules, which raise as on any other path."""
+    ops._SEEN.clear()
+    with pytest.raises((dm.DataMoveError, TypeError)):
+        call(_values((1, 8, 8, 6), np.float32))

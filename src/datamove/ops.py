@@ -75,15 +75,38 @@ def _run(op: str, resolved: shapes.Resolved, data: Any, out: Any, engine: Any, r
             _check_out(out, out_shape, data.dtype)
         done = native_engine.first_call(call, data, out)
         if done is not None:
-            if recipe_key is not None:
-                if len(_SEEN) >= _RECIPES.maxsize:
-                    _SEEN.clear()
-                _SEEN[recipe_key] = True
+            _seen(recipe_key)
             return done
     recipe = recipes.make(recipe_key, call, data, engine)
     if seen and isinstance(recipe, recipes.Recipe):
         recipe.called = True  # (its first call was the core's: a recipe that moves to the core does so now)
     return recipe(data, out)
+
+
+def _seen(recipe_key: Optional[Hashable]) -> None:
+    """``recipe_key``'s first call was the core's: its next makes the recipe (``_SEEN``)."""
+    if recipe_key is not None:
+        if len(_SEEN) >= _RECIPES.maxsize:
+            _SEEN.clear()
+        _SEEN[recipe_key] = True
+
+
+def _first_depth(space_to_depth: bool, recipe_key: Hashable, data: np.ndarray, mode: Any, block_size: Any,
+                 engine: str) -> Optional[np.ndarray]:
+    """A NumPy array's first SpaceToDepth or DepthToSpace call of a layout, channels first, into a new array:
+    the rules' straight path (:func:`datamove.shapes.static_depth_shape`) and the core in one call, nothing
+    else made (:func:`_run` makes a ``Resolved``, a ``Call`` and checks ``out``); None, nothing done, for
+    any call that path does not take, which :func:`_run` then validates and runs."""
+    if (engine != "auto" and engine != "native") or recipe_key in _SEEN:
+        return None
+    out_shape = shapes.static_depth_shape(space_to_depth, data.shape, mode, block_size)
+    if out_shape is None:
+        return None
+    # (no _check_size: the output holds the input's items, in another order)
+    done = native_engine.first_depth_call(space_to_depth, mode, block_size, out_shape, data)
+    if done is not None:
+        _seen(recipe_key)
+    return done
 
 
 def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_size: Any, data_format: Any, out: Any,
@@ -341,6 +364,10 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out)
+    if out is None and type(data) is np.ndarray and recipe_key is not None:
+        done = _first_depth(True, recipe_key, data, mode, block_size, engine)
+        if done is not None:
+            return done
     _require(mode=mode, block_size=block_size)
     data = _as_array(data)
     resolved = shapes.resolve_space_to_depth(data.shape, mode, block_size)
@@ -408,6 +435,10 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out)
+    if out is None and type(data) is np.ndarray and recipe_key is not None:
+        done = _first_depth(False, recipe_key, data, mode, block_size, engine)
+        if done is not None:
+            return done
     _require(mode=mode, block_size=block_size)
     data = _as_array(data)
     resolved = shapes.resolve_depth_to_space(data.shape, mode, block_size)

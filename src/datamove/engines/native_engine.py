@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import numpy as np
 
 from .. import threads
-from ..outputs import allocate, unaliased
+from ..outputs import LINE_FROM, allocate, unaliased
 from ..caches import BoundedCache
 from ..plans import Plan, check_arrays, check_shapes
 from . import core_format, numpy_engine
@@ -318,19 +318,42 @@ def first_call(call: "Call", data: np.ndarray, out: Optional[np.ndarray]) -> Opt
     where the core is not loaded, its planner takes none, or the items are references.
 
     No recipe, no Python plan and no program kept: a workload whose shapes vary pays this on every call."""
+    return first_run(_core_args(call), call.out_shape, data, out)
+
+
+def first_depth_call(space_to_depth: bool, mode: str, block_size: int, out_shape: Tuple[int, ...],
+                     data: np.ndarray) -> Optional[np.ndarray]:
+    """:func:`first_call` of a SpaceToDepth (``space_to_depth``) or DepthToSpace call into a new array,
+    from its parameters and output shape (``datamove.shapes.static_depth_shape``'s): no ``Call`` made.
+
+    >>> x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+    >>> y = first_depth_call(True, "blocks_first", 2, (1, 4, 2), x)
+    >>> y is None or y[0].tolist() == [[0.0, 2.0], [4.0, 6.0], [1.0, 3.0], [5.0, 7.0]]
+    True
+    """
+    op = _OPS["space_to_depth" if space_to_depth else "depth_to_space"]
+    # (the result holds data's items: a small one is allocate's np.empty, without allocate's call)
+    out = np.empty(out_shape, data.dtype) if data.nbytes < LINE_FROM else None
+    return first_run((op, (), (), (), _MODES[mode], block_size), out_shape, data, out, out is not None)
+
+
+def first_run(args: Tuple[Any, ...], out_shape: Tuple[int, ...], data: np.ndarray, out: Optional[np.ndarray],
+              fresh: bool = False) -> Optional[np.ndarray]:
+    """What :func:`first_call` does, from the core's arguments for the call (:func:`_core_args`); ``fresh``:
+    ``out`` was just allocated, and shares no memory with ``data``."""
     native = _native
     dtype = data.dtype
     if native is None or not CORE_PLANS or dtype.hasobject or not dtype.itemsize:
         return None
     if out is None:
-        out = allocate(call.out_shape, dtype)
-    else:
+        out = allocate(out_shape, dtype)
+    elif not fresh:
         data = unaliased(data, out)
     size = out.nbytes
     if size == 0:
         return out
     stream = 2 if size >= (STREAM_BYTES or 0) else int(size >= REGISTER_STREAM_BYTES)  # streamed(out)'s
-    if native.call(*_core_args(call), data, out, threads.get_num_threads(), stream, RUN_MODES[stream]):
+    if native.call(*args, data, out, threads.get_num_threads(), stream, RUN_MODES[stream]):
         return out
     return None
 
