@@ -159,9 +159,8 @@ class _Torch(Library):
     name = "torch.Tensor"
 
     def key(self, array: Any) -> Optional[Tuple[Any, ...]]:
-        # a conjugate or negative view has its base's strides but other values. The hot path builds this key
-        # inline (datamove.ops, recipes.space_key): a field added here goes there too, and
-        # tests/test_recipes.py (tensors of one shape that differ in one field) holds them equal.
+        # a conjugate or negative view has its base's strides but other values (tests/test_recipes.py: tensors
+        # of one shape that differ in one field never share a recipe)
         try:
             return (type(array), array.shape, array.stride(), array.dtype, array.device, array.is_conj(), array.is_neg())
         except RuntimeError:  # sparse and nested tensors have no strides (check_dense says so)

@@ -91,8 +91,8 @@ def _seen(recipe_key: Optional[Hashable]) -> None:
         _SEEN[recipe_key] = True
 
 
-def _first_depth(space_to_depth: bool, recipe_key: Hashable, data: np.ndarray, mode: Any, block_size: Any,
-                 engine: str) -> Optional[np.ndarray]:
+def _first_depth(space_to_depth: bool, recipe_key: Hashable, data: Any, mode: Any, block_size: Any,
+                 engine: str) -> Any:
     """A NumPy array's first SpaceToDepth or DepthToSpace call of a layout, channels first, into a new array:
     the rules' straight path (:func:`datamove.shapes.static_depth_shape`) and the core in one call, nothing
     else made (:func:`_run` makes a ``Resolved``, a ``Call`` and checks ``out``); None, nothing done, for
@@ -354,11 +354,8 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NumPy's key, inlined
     elif library is libraries.TORCH and type(mode) is str and type(block_size) is int and type(engine) is str:
-        try:  # PyTorch's key (libraries.TORCH.key), inlined: 3 us less a call
-            recipe_key = ("space_to_depth", mode, block_size, engine, type(data), data.shape, data.stride(), data.dtype,
-                          data.device, data.is_conj(), data.is_neg())
-        except RuntimeError:  # sparse and nested tensors have no strides (check_dense says so)
-            recipe_key = None
+        found = library.key(data)  # (recipes.key's, without its second libraries.of and its exact())
+        recipe_key = None if found is None else ("space_to_depth", mode, block_size, engine, *found)
     else:
         recipe_key = recipes.key("space_to_depth", (mode, block_size), data, engine)
     recipe = _RECIPES.get(recipe_key)
@@ -425,11 +422,8 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NumPy's key, inlined
     elif library is libraries.TORCH and type(mode) is str and type(block_size) is int and type(engine) is str:
-        try:  # PyTorch's key (libraries.TORCH.key), inlined: 3 us less a call
-            recipe_key = ("depth_to_space", mode, block_size, engine, type(data), data.shape, data.stride(), data.dtype,
-                          data.device, data.is_conj(), data.is_neg())
-        except RuntimeError:  # sparse and nested tensors have no strides (check_dense says so)
-            recipe_key = None
+        found = library.key(data)  # (recipes.key's, without its second libraries.of and its exact())
+        recipe_key = None if found is None else ("depth_to_space", mode, block_size, engine, *found)
     else:
         recipe_key = recipes.key("depth_to_space", (mode, block_size), data, engine)
     recipe = _RECIPES.get(recipe_key)

@@ -65,7 +65,7 @@ def space_key(op: str, block_shape: Any, begin: Any, end: Any, data: Any, engine
     """The recipe key of a BatchToSpace / SpaceToBatch call, or None when it cannot use a recipe.
 
     ``library``: ``libraries.of(data)`` where the caller has it (not asked for an exact ``np.ndarray``).
-    NumPy arrays' and PyTorch tensors' keys are built inline, as :func:`key` (their adapters' keys) would.
+    NumPy arrays' keys are built inline, PyTorch tensors' from ``libraries.TORCH.key``, as :func:`key` would.
     """
     kind = type(data)
     if kind is not np.ndarray and (library if library is not None else libraries.of(data)) is not libraries.TORCH:
@@ -77,11 +77,8 @@ def space_key(op: str, block_shape: Any, begin: Any, end: Any, data: Any, engine
         return None
     if kind is np.ndarray:
         return (op, block_shape, begin, end, engine, data.shape, data.strides, data.dtype)
-    try:  # libraries.TORCH.key, inlined
-        return (op, block_shape, begin, end, engine, kind, data.shape, data.stride(), data.dtype, data.device,
-                data.is_conj(), data.is_neg())
-    except RuntimeError:  # sparse and nested tensors have no strides (check_dense says so)
-        return None
+    found = libraries.TORCH.key(data)
+    return None if found is None else (op, block_shape, begin, end, engine, *found)
 
 
 # dtypes whose reshape/permute/cat PyTorch implements on every device (not float8, uint16-64, complex32)
@@ -93,8 +90,9 @@ def key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hash
     """The recipe key of a call on an array of another library than NumPy (its adapter's key: type, shape,
     strides, dtype, device, ...), or None when it cannot use a recipe.
 
-    (NumPy arrays' and PyTorch tensors' keys are built inline by :mod:`datamove.ops` and :func:`space_key`, equal
-    to this one: ``(op, *args, engine, shape, strides, dtype)`` and ``(op, *args, engine, *libraries.TORCH.key(data))``;
+    (NumPy arrays' keys are built inline by :mod:`datamove.ops` and :func:`space_key`, PyTorch tensors' there
+    from ``libraries.TORCH.key`` without this function's second ``libraries.of``, equal to this one:
+    ``(op, *args, engine, shape, strides, dtype)`` and ``(op, *args, engine, *libraries.TORCH.key(data))``;
     ``tests/test_recipes.py`` holds them to it.)
     """
     library = libraries.of(data)
