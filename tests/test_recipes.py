@@ -255,8 +255,8 @@ KEYED_CALLS = [
     ("depth_to_space", ("blocks_first", 2)),
     ("depth_to_space", ("depth_first", 2)),
     ("batch_to_space", ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1])),
-    # (no pads: a small tensor's pads are torch.cat's, whose first call imports torch._dynamo, and so Triton,
-    # whose LLVM aborts a process that has loaded TensorFlow's: see case_files.py)
+    # (no pads: the meta tensor's pads are torch.cat's Python meta kernel, whose first call imports torch._dynamo
+    # and so Triton, whose LLVM aborts a process that has loaded TensorFlow's: see case_files.py)
     ("space_to_batch", ([1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0])),
 ]
 
