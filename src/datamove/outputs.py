@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from typing import Any, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 import numpy as np
 
@@ -144,6 +144,16 @@ class _Pool:
 
 
 _pool = _Pool()
+
+
+def allocator(nbytes: int) -> Callable[[Tuple[int, ...], Any], np.ndarray[Any, Any]]:
+    """What :func:`allocate` comes to for a result of ``nbytes``: ``np.empty`` itself when small (its rule,
+    without its call: 1 us less on a small call), else ``allocate``.
+
+    >>> allocator(64) is np.empty, allocator(LINE_FROM) is allocate
+    (True, True)
+    """
+    return np.empty if nbytes < LINE_FROM else allocate
 
 
 def allocate(shape: Tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:

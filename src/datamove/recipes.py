@@ -31,7 +31,7 @@ import numpy as np
 from . import engines, libraries, route
 from .caches import BoundedCache
 from .call import Call
-from .outputs import LINE_FROM, allocate, check_out, unaliased
+from .outputs import allocate, allocator, check_out, unaliased
 from .engines import native_engine, torch_layout
 from .errors import DataMoveError
 from .plans import Plan
@@ -349,8 +349,8 @@ class Recipe:
         self.dtype = data.dtype
         self.run = engine.run
         plain = not data.dtype.hasobject and data.dtype.itemsize > 0
-        # a small result is np.empty's (allocate's own rule for it), called straight: 1 us less a call
-        self.empty = np.empty if math.prod(self.out_shape) * self.dtype.itemsize < LINE_FROM else allocate
+        # a small result is np.empty's, called straight (allocator)
+        self.empty = allocator(math.prod(self.out_shape) * self.dtype.itemsize)
         self.core: Optional[native_engine.Planned] = None
         if engine is native_engine and plain:
             self.core = native_engine.Planned(call)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import numpy as np
 
 from .. import threads
-from ..outputs import LINE_FROM, allocate, unaliased
+from ..outputs import allocate, allocator, unaliased
 from ..caches import BoundedCache
 from ..plans import Plan, check_arrays, check_shapes
 from . import core_format, numpy_engine
@@ -332,22 +332,21 @@ def first_depth_call(space_to_depth: bool, mode: str, block_size: int, out_shape
     True
     """
     op = _OPS["space_to_depth" if space_to_depth else "depth_to_space"]
-    # (the result holds data's items: a small one is allocate's np.empty, without allocate's call)
-    out = np.empty(out_shape, data.dtype) if data.nbytes < LINE_FROM else None
-    return first_run((op, (), (), (), _MODES[mode], block_size), out_shape, data, out, out is not None)
+    # (the result holds data's items: its size is data's)
+    return first_run((op, (), (), (), _MODES[mode], block_size), out_shape, data, None, allocator(data.nbytes))
 
 
 def first_run(args: Tuple[Any, ...], out_shape: Tuple[int, ...], data: np.ndarray, out: Optional[np.ndarray],
-              fresh: bool = False) -> Optional[np.ndarray]:
-    """What :func:`first_call` does, from the core's arguments for the call (:func:`_core_args`); ``fresh``:
-    ``out`` was just allocated, and shares no memory with ``data``."""
+              new: Callable[[Tuple[int, ...], Any], np.ndarray] = allocate) -> Optional[np.ndarray]:
+    """What :func:`first_call` does, from the core's arguments for the call (:func:`_core_args`); ``new``
+    allocates the result where ``out`` is None."""
     native = _native
     dtype = data.dtype
     if native is None or not CORE_PLANS or dtype.hasobject or not dtype.itemsize:
         return None
     if out is None:
-        out = allocate(out_shape, dtype)
-    elif not fresh:
+        out = new(out_shape, dtype)
+    else:
         data = unaliased(data, out)
     size = out.nbytes
     if size == 0:
