@@ -2341,10 +2341,11 @@ def test_every_instruction_set_level_this_cpu_has(monkeypatch, level):
     """The core at every level this CPU has (DATAMOVE_ISA, read as a copy of it loads), and as aarch64 or any
     non-x86 CPU compiles it (-DDM_PORTABLE: no SSE2 bodies, no streaming stores), bit for bit against the
     NumPy engine on every tile, plain and streamed (_sweep). Which kernels a level has is the core's answer
-    (WHOLE_LINES, WHOLE_NARROW_LINES), never this machine's."""
+    (WHOLE_LINES, WHOLE_NARROW_LINES, GATHER_LINES), never this machine's."""
     core = _core_built_with(level) if level.startswith("-D") else _core_at(level)
     assert core.HAVE_STREAM == (level != "-DDM_PORTABLE")
     assert core.WHOLE_LINES == (level in ("avx512f", "avx512")) and core.WHOLE_NARROW_LINES == (level == "avx512")
+    assert core.GATHER_LINES == (level in ("avx2", "avx512f", "avx512"))
     native_engine.core()
     monkeypatch.setattr(native_engine, "_native", core)
     compared = 0
@@ -2665,16 +2666,17 @@ def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_regi
     """From REGISTER_STREAM_BYTES up to STREAM_BYTES (a last-level cache larger than the first), a call is
     streamed only where every step streams straight from registers: copies, fills, scatters of 4- and
     8-byte words in blocks of 2 or 4, scatters of any block whose rows are 240 bytes or more (staged whole
-    in the L1 buffer), and (where the CPU has AVX-512) gathers and SpaceToBatch's windows stored a whole
-    line at a time, padding and all; scatters of blocks of 3 into shorter rows, and without AVX-512 every
-    gather (through the L1 buffer), store plainly. Bit for bit the spec's result either way, at several
+    in the L1 buffer), and (where the CPU has AVX-512 or AVX2: ``GATHER_LINES``) gathers and SpaceToBatch's
+    windows of 4- and 8-byte words stored a whole line at a time, padding and all (of 1- and 2-byte words
+    with AVX-512BW and VBMI); scatters of blocks of 3 into shorter rows, and elsewhere every gather (through
+    the L1 buffer), store plainly. Bit for bit the spec's result either way, at several
     offsets into a line."""
     core = native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 1 << 20)
     monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 1 << 10)
     assert [native_engine.streamed(np.empty(n, np.uint8)) for n in (1 << 9, 1 << 10, 1 << 19, 1 << 20)] == [0, 1, 1, 2]
     rng = np.random.default_rng(5)
-    lines = bool(core.WHOLE_LINES)
+    lines = bool(core.GATHER_LINES)  # (AVX-512F's gather_lines, or AVX2's gather_lines_avx2)
     pads = ((1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))
     cases = [  # op, spec, plan, shape, dtype, args, streamed from registers
         (dm.depth_to_space, ref.depth_to_space, plans.depth_to_space, (2, 16, 8, 64), np.float32, ("blocks_first", 2), True),

@@ -63,7 +63,8 @@
 // lines are not read before they are written; elsewhere plain stores. Where the
 // CPU has AVX-512F, streamed gathers of 4- and 8-byte words store whole lines
 // straight from registers (gather_lines) instead of through an L1 buffer, and
-// where it has AVX-512BW and VBMI too, those of 1- and 2-byte words.
+// where it has AVX-512BW and VBMI too, those of 1- and 2-byte words; where it has
+// AVX2 alone, those of 4- and 8-byte words half a line a store (gather_lines_avx2).
 
 #pragma once
 
@@ -104,6 +105,17 @@
 #define DM_HAVE_SSSE3 1
 #else
 #define DM_HAVE_SSSE3 0
+#endif
+
+// AVX2's 32-byte lane permutes, masked loads and streaming stores, for the streamed gathers of 4- and 8-byte
+// words below AVX-512 (gather_lines_avx2), in functions compiled for it and called only where the CPU (and
+// the OS) has it; GCC and Clang only. DM_NO_AVX2: what a CPU without it runs (tests).
+#if DM_HAVE_STREAM && defined(__GNUC__) && !defined(DM_NO_AVX2)
+#include <immintrin.h>
+#define DM_HAVE_AVX2 1
+#define DM_AVX2 __attribute__((target("avx2")))
+#else
+#define DM_HAVE_AVX2 0
 #endif
 
 // AVX-512F's whole-line streaming stores and two-vector permutes, for the streamed gathers of 4- and 8-byte
@@ -319,6 +331,11 @@ struct Carry {
     void hold(char* d, const char* s, int64_t n) { std::memcpy(start(d, n), s, n); }
 };
 
+#if DM_HAVE_AVX2
+// AVX2's whole-line gathers of 4- and 8-byte words (gather_lines_avx2), where AVX-512F's do not run.
+inline const bool kAvx2 = kIsa >= IsaAvx2;
+#endif
+
 #if DM_HAVE_AVX512
 inline const bool kAvx512 = kIsa >= IsaAvx512f;
 // AVX-512BW's masked byte loads and VBMI's byte permutes: gather_lines of 1- and 2-byte words.
@@ -340,6 +357,20 @@ __attribute__((target("avx512f"))) DM_NOINLINE inline void zero_lines(char* d, i
     for (int64_t k = 0; k < n; k += kLine) _mm512_stream_si512(reinterpret_cast<__m512i*>(d + k), _mm512_setzero_si512());
 }
 #endif
+
+// Whether streamed gathers of W-byte words store whole lines from registers at this level (lines_fit):
+// AVX-512F words of 4 to 16 bytes (gather_lines), with BW and VBMI words of 1 and 2 (gather_narrow_lines);
+// AVX2 alone words of 4 and 8 bytes (gather_lines_avx2).
+inline bool whole_line_words(int64_t W) {
+#if DM_HAVE_AVX512
+    if (kAvx512) return W >= 4 || kAvx512Bytes;
+#endif
+#if DM_HAVE_AVX2
+    if (kAvx2) return W == 4 || W == 8;
+#endif
+    (void)W;
+    return false;
+}
 
 // Where put_bytes, put_lines and zero_bytes store whole lines 64 bytes a store (see stream_lines).
 constexpr int64_t kLineStoresFrom = 256;

@@ -1,5 +1,5 @@
-// Streamed gathers and scatters: chunks through the L1 buffer, and AVX-512's whole-line kernels
-// (gather_lines, chained_lines, strided_lines, table_lines, scatter2_lines).
+// Streamed gathers and scatters: chunks through the L1 buffer, AVX-512's whole-line kernels (gather_lines,
+// chained_lines, strided_lines, table_lines, scatter2_lines) and AVX2's (gather_lines_avx2).
 
 #pragma once
 
@@ -127,7 +127,7 @@ struct TileAt {
     }
 };
 
-#if DM_HAVE_AVX512
+#if DM_HAVE_STREAM
 
 // How far ahead of its loads gather_lines asks for each input line: 4 KiB. It once read the side rows a
 // line of each in turn, and 1 KiB was best for that (SpaceToDepth blocks_first, 1 GiB into NumPy's out=,
@@ -150,7 +150,7 @@ constexpr int64_t kLinesAhead = 4096;
 constexpr int64_t kInterleave = 2;
 constexpr int64_t kInterleaveLines = 32;
 
-#if DM_HAVE_AVX512
+#if DM_HAVE_STREAM
 // The whole lines [first, last) of a run of gather tiles of n positions (gather_lines, gather_narrow_lines):
 // line(m, i, a, b, t) for line i (position i of the run: position t of the tile at src word a, the next
 // tile at b; Steps) of each of the `sides` side rows m, a group at a time (a tile's row of each side row in turn; one side row:
@@ -195,7 +195,7 @@ __attribute__((always_inline)) inline void run_lines(int64_t first, int64_t last
 // 4 float32 channels, SpaceToBatch NHWC) always starts on 16 bytes, so its lines are whole words, while
 // 32-byte pixels lie 16 bytes into a line in NumPy's arrays (gather_pixel_lines shifts them).
 inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop& side) {
-    if (!(W >= 4 ? kAvx512 : kAvx512Bytes) || (W & (W - 1)) || W > 16 || B < 2 || B > 4 || n < kLine / W ||
+    if (!whole_line_words(W) || (W & (W - 1)) || W > 16 || B < 2 || B > 4 || n < kLine / W ||
         (side.n > 1 && side.d * W % kLine))
         return false;
     for (int j = 1; j < B; ++j)
@@ -301,6 +301,139 @@ __attribute__((always_inline)) inline void line_lanes(int64_t v, int64_t per, in
     *next = bits(std::max(cut, cut + w.lo * h), cut + w.hi * h);
 }
 
+#if DM_HAVE_AVX2
+// Blocks of 3 in gather_lines_avx2: half a line of output row j (8 lanes) from the 3 32-byte input vectors
+// of that half of the line, lane k from lane g = ((k / H) * 3 + j) * H + k % H of them in turn (as
+// LinePermutes). The 8 lanes g % 8 of a row are all different (3 and 8 share no factor), so one vector
+// blended from the three (mask: lane g % 8 from vector g / 8) holds them all, and one permute (idx) puts
+// them in order.
+template <int H, int B>
+struct HalfLinePermutes {
+    alignas(32) int32_t idx[B][8];
+    alignas(32) int32_t mask[B][B][8];
+    constexpr HalfLinePermutes() : idx(), mask() {
+        for (int j = 0; j < B; ++j)
+            for (int k = 0; k < 8; ++k) {
+                const int lane = ((k / H) * B + j) * H + k % H;
+                idx[j][k] = lane % 8;
+                for (int u = 0; u < B; ++u) mask[j][u][lane % 8] = lane / 8 == u ? -1 : 0;
+            }
+    }
+};
+template <int H, int B>
+constexpr HalfLinePermutes<H, B> kHalfLinePermutes{};
+
+// The 8 lanes whose bits are set in `bits`, as a mask of whole lanes (AVX2's masked loads).
+DM_AVX2 __attribute__((always_inline)) inline __m256i lanes_of(uint64_t bits) {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)(bits & 255)), bit), bit);
+}
+
+// Half a line of each of the B output rows (out[j]) from that half's B input vectors (in): blocks of 2
+// and 4 by unpacks, shuffles and one cross-lane permute a row (a 4 x 4 transpose in each 16-byte lane for
+// 4-byte words in blocks of 4); blocks of 3 by HalfLinePermutes (two blends and a permute a row). (A
+// permute of each vector a row, blended, for every block: the 4 x 4 NCHW SpaceToDepth, float32, 128 MiB,
+// 2.1x the copy floor against 1.06x.)
+template <int W, int B>
+DM_AVX2 __attribute__((always_inline)) inline void take_apart(const __m256i* in, __m256i* out, const __m256i* idx,
+                                                               const __m256i (*keep)[B]) {
+    if constexpr (W == 4 && B == 2) {
+        const __m256 a = _mm256_castsi256_ps(in[0]), b = _mm256_castsi256_ps(in[1]);
+        out[0] = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0x88)), 0xD8);
+        out[1] = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8);
+    } else if constexpr (W == 8 && B == 2) {
+        out[0] = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(in[0], in[1]), 0xD8);
+        out[1] = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64(in[0], in[1]), 0xD8);
+    } else if constexpr (W == 4 && B == 4) {  // lane l of vector k: position 2k + l, its 4 rows
+        const __m256 z0 = _mm256_castsi256_ps(in[0]), z1 = _mm256_castsi256_ps(in[1]);
+        const __m256 z2 = _mm256_castsi256_ps(in[2]), z3 = _mm256_castsi256_ps(in[3]);
+        const __m256 t0 = _mm256_unpacklo_ps(z0, z1), t1 = _mm256_unpackhi_ps(z0, z1);
+        const __m256 t2 = _mm256_unpacklo_ps(z2, z3), t3 = _mm256_unpackhi_ps(z2, z3);
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // positions 0 2 4 6 | 1 3 5 7 in turn
+        out[0] = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_shuffle_ps(t0, t2, 0x44)), order);
+        out[1] = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_shuffle_ps(t0, t2, 0xEE)), order);
+        out[2] = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_shuffle_ps(t1, t3, 0x44)), order);
+        out[3] = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_shuffle_ps(t1, t3, 0xEE)), order);
+    } else if constexpr (W == 8 && B == 4) {  // vector k: position k, its 4 rows
+        const __m256i t0 = _mm256_unpacklo_epi64(in[0], in[1]), t1 = _mm256_unpackhi_epi64(in[0], in[1]);
+        const __m256i t2 = _mm256_unpacklo_epi64(in[2], in[3]), t3 = _mm256_unpackhi_epi64(in[2], in[3]);
+        out[0] = _mm256_permute2x128_si256(t0, t2, 0x20);
+        out[1] = _mm256_permute2x128_si256(t1, t3, 0x20);
+        out[2] = _mm256_permute2x128_si256(t0, t2, 0x31);
+        out[3] = _mm256_permute2x128_si256(t1, t3, 0x31);
+    } else {
+        static_assert(B == 3, "blocks of 2 and 4 above");
+        for (int j = 0; j < B; ++j) {
+            __m256i all = in[0];
+            for (int u = 1; u < B; ++u) all = _mm256_blendv_epi8(all, in[u], keep[j][u]);
+            out[j] = _mm256_permutevar8x32_epi32(all, idx[j]);
+        }
+    }
+}
+
+// gather_lines without AVX-512: each whole output line is 2 * B 32-byte vectors of input (a window's words
+// outside its bounds, and the lanes of the next tile, by masked loads where a vector holds both) taken
+// apart in registers (take_apart), and stored as two 32-byte streaming stores a row, one after the other,
+// so the line leaves the write-combining buffer whole; the partial lines at the run's two ends are stored
+// plainly. Positions, tiles, side rows and the order of the lines as in gather_lines (run_lines). On the
+// 2-core AMD EPYC (AVX2), NCHW into NumPy's own out= (16 bytes into a line), 128 MiB, two threads, same
+// process, in turns against a streaming copy, stored plainly (as before: the L1 buffer did not pay here,
+// STAGED_STREAMS) -> this way: SpaceToDepth blocks_first b2 1.57x -> 1.00x, depth_first b4 1.49x -> 1.06x,
+// blocks_first b3 1.51x -> 1.14x, float64 b2 1.39x -> 0.97x; SpaceToBatch with pads 1.50x -> 1.10x,
+// float64 3 x 3 with pads (64 MiB) 1.71x -> 1.12x.
+// (flatten: the line's body inlined in run_lines, which the compiler left a call a line for blocks of 3)
+template <int W, int B>
+DM_AVX2 DM_NOINLINE __attribute__((flatten)) void gather_lines_avx2(const char* src, char* dst, const int64_t* at, int64_t n, int64_t runs, Steps step,
+                                           Loop side, Bounds w) {
+    constexpr int L = kLine / W;  // positions a line
+    constexpr int H = W / 4;      // 32-bit lanes a word
+    const int64_t total = n * runs;
+    __m256i idx[B], keep[B][B];
+    for (int j = 0; j < B; ++j) {
+        idx[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.idx[j]));
+        for (int u = 0; u < B; ++u) keep[j][u] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.mask[j][u]));
+    }
+    int64_t first, last;
+    whole_lines(dst + at[0] * W, W, total, &first, &last);
+    gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
+    const bool padded = w.lo > 0 || w.hi < n * B;
+    run_lines<L>(first, last, n, side.n, step, [&](int64_t m, int64_t i, int64_t here, int64_t there, int64_t t) DM_AVX2 {
+        const int64_t cut = std::min<int64_t>(n - t, L) * B * H;  // lanes from this tile; the rest from the next
+        const bool inside = cut == B * 16 && w.lo <= t * B && (t + L) * B <= w.hi;
+        const int32_t* pa = reinterpret_cast<const int32_t*>(src + (here + m * side.s + t * B) * W);
+        const int32_t* pb = reinterpret_cast<const int32_t*>(src + (there + m * side.s) * W) - cut;
+        for (int v = 0; v < B; ++v) _mm_prefetch(reinterpret_cast<const char*>(pa + 16 * v) + kLinesAhead, _MM_HINT_T0);
+        __m256i z[2 * B];
+        for (int v = 0; v < 2 * B; ++v) {
+            if (inside) {
+                z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
+                continue;
+            }
+            uint64_t own, next;
+            line_lanes(v, 8, H, cut, t, B, w, padded, &own, &next);
+            if (own == 255) {  // (whole vectors of one tile: plain loads, the masked ones cost 15% of the time)
+                z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
+            } else if (next == 255) {
+                z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 8 * v));
+            } else {
+                z[v] = _mm256_or_si256(_mm256_maskload_epi32(reinterpret_cast<const int*>(pa + 8 * v), lanes_of(own)),
+                                       _mm256_maskload_epi32(reinterpret_cast<const int*>(pb + 8 * v), lanes_of(next)));
+            }
+        }
+        __m256i out[2][B];
+        take_apart<W, B>(z, out[0], idx, keep);
+        take_apart<W, B>(z + B, out[1], idx, keep);
+        for (int j = 0; j < B; ++j) {
+            char* o = dst + (m * side.d + at[j] + i) * W;
+            _mm256_stream_si256(reinterpret_cast<__m256i*>(o), out[0][j]);
+            _mm256_stream_si256(reinterpret_cast<__m256i*>(o + 32), out[1][j]);
+        }
+    });
+    gather_positions<W, B>(src, dst, at, n, step, side, w, last, total);
+}
+#endif
+
+#if DM_HAVE_AVX512
 // A streamed GATHER of B = 2, 3 or 4 rows of W = 4, 8 or 16 bytes straight from registers: each whole output line
 // is B vectors of input deinterleaved by permutes and stored at once around the cache (one 64-byte
 // streaming store: no partial line waits in a write-combining buffer, and no L1 buffer in between); the
@@ -343,6 +476,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_lines(const char* src
     });
     gather_positions<W, B>(src, dst, at, n, step, side, w, last, total);
 }
+#endif
 #endif
 
 #if DM_HAVE_AVX512
@@ -1074,6 +1208,15 @@ inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows
             return true;
         }
 #endif
+#if DM_HAVE_AVX2
+    if constexpr ((sizeof(T) == 4 || sizeof(T) == 8) && B >= 2 && B <= 4)
+        if (kIsa < IsaAvx512f && lines_fit(sizeof(T), B, rows.at, n, side)) {
+            const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};
+            gather_lines_avx2<sizeof(T), B>(reinterpret_cast<const char*>(src + a), reinterpret_cast<char*>(dst + b), rows.at, n,
+                                            runs, step, side, w);
+            return true;
+        }
+#endif
 #if DM_HAVE_AVX512
     if constexpr (sizeof(T) >= 32)
         if (window && pixel_lines_fit(reinterpret_cast<const char*>(dst + b + rows.at[0]), sizeof(T), B, rows.at, side)) {
@@ -1083,7 +1226,7 @@ inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows
             return true;
         }
     if constexpr (sizeof(T) <= 16)
-        if (lines_fit(sizeof(T), B, rows.at, n, side)) {
+        if (kAvx512 && lines_fit(sizeof(T), B, rows.at, n, side)) {
             const char* from = reinterpret_cast<const char*>(src + a);
             char* to = reinterpret_cast<char*>(dst + b);
             const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};

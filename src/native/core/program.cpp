@@ -167,9 +167,12 @@ inline bool from_registers(const Step& st) {
     if (kIsa < IsaAvx512f && runs_of_windows(st) && st.word >= 16) return true;  // (gather_pixels)
     if (st.pattern == SCATTER || st.pattern == SCATTER_WINDOW) return (st.word == 4 || st.word == 8 || st.word == 16) && (st.block == 2 || st.block == 4);
 #if DM_HAVE_AVX512
-    // (gather windows go through gather too, their padding as zeros in the loads)
     if (st.pattern == GATHER && chained_rows(st)) return true;  // (chained_lines)
     if (st.pattern == STRIDED) return strided_fits(st);  // (strided_lines)
+#endif
+#if DM_HAVE_STREAM
+    // (gather windows go through gather too, their padding as zeros in the loads; gather_lines, or
+    // gather_lines_avx2 below AVX-512)
     if (st.pattern == GATHER || runs_of_windows(st))
         return lines_fit(st.word, st.block, st.pattern == GATHER ? st.at : Rows<4>(st.l1.d).at, st.l0.n,
                          side_joined(st) ? st.outer[st.nouter - 1] : Loop{1, 0, 0});
