@@ -2637,6 +2637,39 @@ def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
                                   (op.__name__, args, positions))
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("block", [2, 3, 4])
+def test_whole_line_gathers_join_the_lanes_around_each_tile_end(streaming, threads, dtype, block):
+    """Streamed whole-line gathers (``GATHER_LINES``: gather_lines_avx2 below AVX-512) whose lines cross from
+    one tile into the next at every lane of a 32-byte vector: output rows of two to three lines (every
+    count of positions between) at every item offset into a line, so each line across two tiles takes the
+    last lanes of one and the first of the next by two whole loads inside them (joined_lanes), or by
+    masked loads where a window's padding lies in the line. NCHW SpaceToDepth (rows that go on past the
+    block's row loop), SpaceToBatch with the block on W only (rows that go on right outside the tile), with
+    pads of every width below the block: bit for bit the spec's result, nothing written outside it."""
+    item = np.dtype(dtype).itemsize
+    line = 64 // item
+    rng = np.random.default_rng(block * 100 + item + threads)
+    core = native_engine.core()
+    with _threads(threads):
+        for positions in range(2 * line, 3 * line + 1, 1 if item == 8 else 3):
+            data = random_array((1, 2, 2 * block, positions * block), np.dtype(dtype), rng)
+            calls = [(dm.space_to_depth, ref.space_to_depth, (mode, block)) for mode in ("blocks_first", "depth_first")]
+            calls += [(dm.space_to_batch, ref.space_to_batch, ((1, 1, 1, block), (0, 0, 0, lead), (0, 0, 0, (-lead) % block)))
+                      for lead in range(block)]
+            for op, spec, args in calls:
+                expected = spec(data, *args)
+                _check_at_offsets(lambda out: op(data, *args, out=out, engine="native"), expected, _item_offsets(item),
+                                  (op.__name__, args, positions))
+            if core.GATHER_LINES and block == 2:  # (4 side rows, whose runs stream as one: side_joined)
+                data = random_array((1, 2, 8 * block, positions * block), np.dtype(dtype), rng)
+                expected = ref.space_to_depth(data, "blocks_first", block)
+                plan = plans.space_to_depth(data.shape, expected.shape, "blocks_first", block)
+                for offset, out, _ in _outs_at_offsets(expected, (0, 16)):
+                    assert core.streams(native_engine.program(plan, data, out), native_engine._address(out), True), offset
+
+
 @pytest.mark.parametrize("width, streamed", [(126, True), (30, False)])
 def test_register_streams_take_windows_of_wide_pixels_with_long_rows(width, streamed):
     """Channels-last SpaceToBatch of 64 float16 channels (128-byte pixels) with pads: its gather windows
