@@ -1431,6 +1431,15 @@ inline void scatter_span(const char* const* in, char* out, int64_t t0, int64_t t
         }
     }
 #endif
+    // Streamed 16-byte stores in pairs on 32 bytes: the first 16 bytes a word at a time where the body
+    // starts 16 bytes past 32. On the 2-core AMD EPYC (AVX2), DepthToSpace NCHW float32 128 MiB into an
+    // out= at each offset into a line, two threads, against a streaming copy in turns: 16 or 48 bytes in,
+    // 1.45x (and no faster than one thread); 0 or 32, 0.99-1.00x.
+    if constexpr (NT && 16 % (B * W) == 0)
+        if ((reinterpret_cast<uintptr_t>(out) + i * B * W) % 32 && i + 2 * P <= blocks) {
+            for (int64_t t = i * B; t < (i + 16 / (B * W)) * B; ++t) one(t);
+            i += 16 / (B * W);
+        }
     for (; i + P <= blocks; i += P) interleave16<W, B, NT>(in, i * W, reinterpret_cast<__m128i*>(out + i * B * W));
     for (int64_t t = std::max(t0, i * B); t < t1; ++t) one(t);
 }
