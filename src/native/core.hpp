@@ -19,6 +19,7 @@
 //   GATHER             gather_unit_rows -> gather_units (plain, 1-2 byte words)         avx512
 //                      gather_rows_run -> deinterleave_rows/16 (plain, B 2|4, 4|8 B)    sse2+
 //                      gathers_chains -> chained_lines (streamed)                       avx512f
+//                                        chained_lines_avx2 (streamed, 4-8 byte words)  avx2
 //                      gather (lines.hpp, streamed) -> gathers_lines:
 //                          gather_lines (4-16 byte words)                               avx512f
 //                          gather_lines_avx2 (4-8 byte words)                           avx2

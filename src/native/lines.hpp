@@ -669,9 +669,16 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_pixel_lines(const cha
 // depth_first NHWC: an output row's pixels j = 0, 1 of a block, then the next tile's); the next tile (the
 // loop just outside) going on where each chain stopped. 0 where not.
 inline int64_t chained_rows(const Step& st) {
-#if DM_HAVE_AVX512
+#if DM_HAVE_AVX512 || DM_HAVE_AVX2
     const int64_t W = st.word, B = st.block, n = st.l0.n;
-    if (!kAvx512 || st.pattern != GATHER || !st.nouter || (W != 4 && W != 8 && W != 16) || B < 2 || B > 4 ||
+    bool level = false;  // chained_lines (AVX-512F: 4-, 8- and 16-byte words), chained_lines_avx2 (4 and 8)
+#if DM_HAVE_AVX512
+    level = kAvx512;
+#endif
+#if DM_HAVE_AVX2
+    level = level || (kAvx2 && (W == 4 || W == 8));
+#endif
+    if (!level || st.pattern != GATHER || !st.nouter || (W != 4 && W != 8 && W != 16) || B < 2 || B > 4 ||
         n * W % kLine || n < 1 || st.l0.s != B || st.l0.d != 1)
         return 0;
     int64_t c = 1;
@@ -731,6 +738,68 @@ __attribute__((target("avx512f"))) DM_NOINLINE void chained_lines(const char* sr
     }
     if (run > 0)  // each chain's last line
         for (int j = c - 1; j < B; j += c) shifted_last(dst + ((run - 1) * d_step + at[j] + k * (kLine / W)) * W - sh.p, sh, prev[j]);
+}
+#endif
+
+#if DM_HAVE_AVX2
+// chained_lines without AVX-512: each tile's lines made as in gather_lines_avx2 (two 32-byte vectors a row),
+// each 32 bytes of dst the end of the vector before it in its row or chain and the start of its own (a
+// blend and a permute, as joined_lanes), streamed 32 bytes a store; the two partial vectors at each
+// chain's ends stored plainly (masked). On the 2-core AMD EPYC (AVX2), DepthToSpace depth_first NHWC
+// float32 with 2 x 2 blocks, 128 MiB into NumPy's out=, two threads, same process, in turns against a
+// streaming copy, stored plainly (as before) -> this way: 64 output channels 1.73x -> 1.03x, 16 channels
+// 1.47x -> 1.05x.
+template <int W, int B>
+DM_AVX2 DM_NOINLINE __attribute__((flatten)) void chained_lines_avx2(const char* src, char* dst, const int64_t* at, int64_t c,
+                                                                     int64_t k, int64_t run, int64_t s_step, int64_t d_step) {
+    constexpr int H = W / 4;
+    __m256i idx[B], keep[B][B];
+    for (int j = 0; j < B; ++j) {
+        idx[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.idx[j]));
+        for (int u = 0; u < B; ++u) keep[j][u] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.mask[j][u]));
+    }
+    // every row starts p lanes past 32 bytes; the 32 bytes at a vector's start - p lanes: the end of the
+    // vector before it (lanes 8 - p..) then its own start
+    const int p = (int)((reinterpret_cast<uintptr_t>(dst + at[0] * W) & 31) / 4);
+    const int64_t back = 4 * p;
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i from_prev = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(7 - p));
+    const __m256i turn = _mm256_and_si256(_mm256_add_epi32(lane, _mm256_set1_epi32(8 - p)), _mm256_set1_epi32(7));
+    const __m256i head = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(p - 1)), tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(p), lane);
+    auto joined = [&](__m256i prev, __m256i v) DM_AVX2 { return _mm256_permutevar8x32_epi32(_mm256_blendv_epi8(v, prev, from_prev), turn); };
+    auto put = [&](char* o, __m256i prev, __m256i v) DM_AVX2 { _mm256_stream_si256(reinterpret_cast<__m256i*>(o), joined(prev, v)); };
+    __m256i prev[B], first[B];  // each row's last vector so far; its first (stored once the row before ends)
+    for (int64_t m = 0; m < run; ++m) {
+        for (int64_t l = 0; l < k; ++l) {
+            const char* in = src + m * s_step * W + l * B * kLine;
+            __m256i z[2 * B];
+            for (int v = 0; v < B; ++v) _mm_prefetch(in + 64 * v + kLinesAhead, _MM_HINT_T0);
+            for (int v = 0; v < 2 * B; ++v) z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 32 * v));
+            __m256i out[2][B];
+            take_apart<W, B>(z, out[0], idx, keep);
+            take_apart<W, B>(z + B, out[1], idx, keep);
+            for (int j = 0; j < B; ++j) {
+                char* o = dst + (m * d_step + at[j]) * W + l * kLine - back;  // the 32 bytes its first vector starts in
+                if (l) {
+                    put(o, prev[j], out[0][j]);
+                } else if (j % c) {
+                    first[j] = out[0][j];  // (the row before in its chain is not yet made)
+                } else if (m) {
+                    put(o, prev[j + c - 1], out[0][j]);
+                } else {
+                    _mm256_maskstore_epi32(reinterpret_cast<int*>(o), head, joined(out[0][j], out[0][j]));
+                }
+                put(o + 32, out[0][j], out[1][j]);
+                prev[j] = out[1][j];
+            }
+        }
+        for (int j = 1; j < B; ++j)
+            if (j % c) put(dst + (m * d_step + at[j]) * W - back, prev[j - 1], first[j]);
+    }
+    if (run > 0 && p)  // each chain's last 32 bytes: the end of its last vector
+        for (int j = c - 1; j < B; j += c)
+            _mm256_maskstore_epi32(reinterpret_cast<int*>(dst + ((run - 1) * d_step + at[j] + k * (kLine / W)) * W - back), tail,
+                                   joined(prev[j], prev[j]));
 }
 #endif
 
@@ -1171,14 +1240,20 @@ inline bool strided_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run,
 // A streamed run of chained gather tiles (chained_rows) from registers: whether it took them.
 template <typename T, int B>
 inline bool gathers_chains(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
-#if DM_HAVE_AVX512
-    if constexpr (sizeof(T) >= 4 && sizeof(T) <= 16 && B >= 2)
+#if DM_HAVE_AVX512 || DM_HAVE_AVX2
+    if constexpr (sizeof(T) >= 4 && sizeof(T) <= 16 && B >= 2 && B <= 4)
         if (const int64_t c = chained_rows(st)) {
             const char* from = reinterpret_cast<const char*>(src + a);
             char* to = reinterpret_cast<char*>(dst + b);
             if (reinterpret_cast<uintptr_t>(to + st.at[0] * sizeof(T)) % 4) return false;
-            chained_lines<sizeof(T), B>(from, to, st.at, c, st.l0.n * (int64_t)sizeof(T) / kLine, run, inner.s, inner.d);
-            return true;
+            const int64_t k = st.l0.n * (int64_t)sizeof(T) / kLine;
+#if DM_HAVE_AVX512
+            if (kAvx512) return chained_lines<sizeof(T), B>(from, to, st.at, c, k, run, inner.s, inner.d), true;
+#endif
+#if DM_HAVE_AVX2
+            if constexpr (sizeof(T) == 4 || sizeof(T) == 8)
+                return chained_lines_avx2<sizeof(T), B>(from, to, st.at, c, k, run, inner.s, inner.d), true;
+#endif
         }
 #endif
     (void)src, (void)dst, (void)a, (void)b, (void)run, (void)inner, (void)st;

@@ -166,8 +166,8 @@ inline bool from_registers(const Step& st) {
     if (st.pattern == CONTIGUOUS || st.pattern == FILL || table_of(st, nullptr)) return true;  // (table_lines)
     if (kIsa < IsaAvx512f && runs_of_windows(st) && st.word >= 16) return true;  // (gather_pixels)
     if (st.pattern == SCATTER || st.pattern == SCATTER_WINDOW) return (st.word == 4 || st.word == 8 || st.word == 16) && (st.block == 2 || st.block == 4);
+    if (st.pattern == GATHER && chained_rows(st)) return true;  // (chained_lines, chained_lines_avx2)
 #if DM_HAVE_AVX512
-    if (st.pattern == GATHER && chained_rows(st)) return true;  // (chained_lines)
     if (st.pattern == STRIDED) return strided_fits(st);  // (strided_lines)
 #endif
 #if DM_HAVE_STREAM
