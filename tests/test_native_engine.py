@@ -2341,11 +2341,12 @@ def test_every_instruction_set_level_this_cpu_has(monkeypatch, level):
     """The core at every level this CPU has (DATAMOVE_ISA, read as a copy of it loads), and as aarch64 or any
     non-x86 CPU compiles it (-DDM_PORTABLE: no SSE2 bodies, no streaming stores), bit for bit against the
     NumPy engine on every tile, plain and streamed (_sweep). Which kernels a level has is the core's answer
-    (WHOLE_LINES, WHOLE_NARROW_LINES, GATHER_LINES), never this machine's."""
+    (WHOLE_LINES, WHOLE_NARROW_LINES, GATHER_LINES, GATHER_NARROW_LINES), never this machine's."""
     core = _core_built_with(level) if level.startswith("-D") else _core_at(level)
     assert core.HAVE_STREAM == (level != "-DDM_PORTABLE")
     assert core.WHOLE_LINES == (level in ("avx512f", "avx512")) and core.WHOLE_NARROW_LINES == (level == "avx512")
     assert core.GATHER_LINES == (level in ("avx2", "avx512f", "avx512"))
+    assert core.GATHER_NARROW_LINES == (level in ("avx2", "avx512"))
     native_engine.core()
     monkeypatch.setattr(native_engine, "_native", core)
     compared = 0
@@ -2612,8 +2613,10 @@ def test_streamed_gathers_join_up_to_16_rows_side_by_side_where_runs_are_long(st
 def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
     """Where the CPU has AVX-512F (``WHOLE_LINES``), streamed gathers of 4- and 8-byte words go straight from
     registers to memory a whole line a store (gather_lines), and with AVX-512BW and VBMI too
-    (``WHOLE_NARROW_LINES``) those of 1- and 2-byte words (gather_narrow_lines), the partial lines at a run's
-    ends stored plainly; elsewhere the same cases take the L1 buffer. Tiles of one line, of a line and a few positions (a
+    (``WHOLE_NARROW_LINES``) those of 1- and 2-byte words (gather_narrow_lines); where it has AVX2 alone,
+    gather_lines_avx2 takes those of 4- and 8-byte words (``GATHER_LINES``) and, outside windows, of 1- and
+    2-byte words in blocks of 2 and 4 (``GATHER_NARROW_LINES``), tiles of two lines or more; the partial
+    lines at a run's ends stored plainly; elsewhere the same cases take the L1 buffer. Tiles of one line, of a line and a few positions (a
     line's positions from two tiles) and of many lines; rows that go on past the block's row loop (NCHW) and
     right outside the tile (SpaceToBatch with the block on W only); SpaceToBatch's windows with pads (zeros
     in the loads); the output at every item offset into a line; pieces cut among threads anywhere: bit for
@@ -2638,14 +2641,15 @@ def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.int64])
 @pytest.mark.parametrize("block", [2, 3, 4])
 def test_whole_line_gathers_join_the_lanes_around_each_tile_end(streaming, threads, dtype, block):
     """Streamed whole-line gathers (``GATHER_LINES``: gather_lines_avx2 below AVX-512) whose lines cross from
     one tile into the next at every lane of a 32-byte vector: output rows of two to three lines (every
     count of positions between) at every item offset into a line, so each line across two tiles takes the
     last lanes of one and the first of the next by two whole loads inside them (joined_lanes), or by
-    masked loads where a window's padding lies in the line. NCHW SpaceToDepth (rows that go on past the
+    masked loads where a window's padding lies in the line; of 1- and 2-byte words (outside windows) the
+    vector across the cut from a copy of its two parts. NCHW SpaceToDepth (rows that go on past the
     block's row loop), SpaceToBatch with the block on W only (rows that go on right outside the tile), with
     pads of every width below the block: bit for bit the spec's result, nothing written outside it."""
     item = np.dtype(dtype).itemsize
@@ -2662,7 +2666,8 @@ def test_whole_line_gathers_join_the_lanes_around_each_tile_end(streaming, threa
                 expected = spec(data, *args)
                 _check_at_offsets(lambda out: op(data, *args, out=out, engine="native"), expected, _item_offsets(item),
                                   (op.__name__, args, positions))
-            if core.GATHER_LINES and block == 2:  # (4 side rows, whose runs stream as one: side_joined)
+            lines = core.GATHER_LINES if item >= 4 else core.GATHER_NARROW_LINES
+            if lines and block == 2 and positions % line == 0:  # (4 side rows of whole lines, whose runs stream as one)
                 data = random_array((1, 2, 8 * block, positions * block), np.dtype(dtype), rng)
                 expected = ref.space_to_depth(data, "blocks_first", block)
                 plan = plans.space_to_depth(data.shape, expected.shape, "blocks_first", block)
@@ -2721,7 +2726,7 @@ def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_regi
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 128), np.float32, ("blocks_first", 2), lines),
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 128), np.float64, ("depth_first", 4), lines),
         (dm.space_to_depth, ref.space_to_depth, plans.space_to_depth, (2, 4, 16, 256), np.uint8, ("blocks_first", 2),
-         bool(core.WHOLE_NARROW_LINES)),
+         bool(core.GATHER_NARROW_LINES)),
         (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 4, 30, 126), np.float32, pads, lines),
         (dm.space_to_batch, ref.space_to_batch, plans.space_to_batch, (1, 4, 32, 512), np.uint8,
          ((1, 1, 4, 4), (0,) * 4, (0,) * 4), bool(core.WHOLE_NARROW_LINES)),

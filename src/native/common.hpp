@@ -360,15 +360,15 @@ __attribute__((target("avx512f"))) DM_NOINLINE inline void zero_lines(char* d, i
 
 // Whether streamed gathers of W-byte words store whole lines from registers at this level (lines_fit):
 // AVX-512F words of 4 to 16 bytes (gather_lines), with BW and VBMI words of 1 and 2 (gather_narrow_lines);
-// AVX2 alone words of 4 and 8 bytes (gather_lines_avx2).
-inline bool whole_line_words(int64_t W) {
+// AVX2 alone words of 4 and 8 bytes (gather_lines_avx2), and of 1 and 2 bytes outside windows.
+inline bool whole_line_words(int64_t W, bool window = false) {
 #if DM_HAVE_AVX512
     if (kAvx512) return W >= 4 || kAvx512Bytes;
 #endif
 #if DM_HAVE_AVX2
-    if (kAvx2) return W == 4 || W == 8;
+    if (kAvx2) return W == 4 || W == 8 || (!window && (W == 1 || W == 2));
 #endif
-    (void)W;
+    (void)W, (void)window;
     return false;
 }
 

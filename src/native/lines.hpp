@@ -194,8 +194,8 @@ __attribute__((always_inline)) inline void run_lines(int64_t first, int64_t last
 // more (a line's positions then span at most two tiles). Words of 1-16 bytes: a 16-byte word (a pixel of
 // 4 float32 channels, SpaceToBatch NHWC) always starts on 16 bytes, so its lines are whole words, while
 // 32-byte pixels lie 16 bytes into a line in NumPy's arrays (gather_pixel_lines shifts them).
-inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop& side) {
-    if (!whole_line_words(W) || (W & (W - 1)) || W > 16 || B < 2 || B > 4 || n < kLine / W ||
+inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop& side, bool window = false) {
+    if (!whole_line_words(W, window) || (W & (W - 1)) || W > 16 || B < 2 || B > 4 || n < kLine / W ||
         (side.n > 1 && side.d * W % kLine))
         return false;
     for (int j = 1; j < B; ++j)
@@ -205,8 +205,9 @@ inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop
 #endif
     // gather_lines_avx2: tiles of two lines or more. Of one line (5-D SpaceToDepth depth_first with block 3,
     // 16 x 16 output images, 64 MiB: every line from two tiles, a few lines a group), its set-up a line
-    // cost more than streaming saved: 1.68x the copy floor against 1.50x stored plainly.
-    return n * W >= 2 * kLine;
+    // cost more than streaming saved: 1.68x the copy floor against 1.50x stored plainly. Words of 1 and 2
+    // bytes in blocks of 2 and 4 only (take_apart's byte shuffles).
+    return n * W >= 2 * kLine && (W >= 4 || B != 3);
 }
 
 // The words lo <= w < hi of each tile's row that a run of gather tiles reads; the others are zeros
@@ -354,10 +355,33 @@ DM_AVX2 __attribute__((always_inline)) inline __m256i joined_lanes(const int32_t
 // 4-byte words in blocks of 4); blocks of 3 by HalfLinePermutes (two blends and a permute a row). (A
 // permute of each vector a row, blended, for every block: the 4 x 4 NCHW SpaceToDepth, float32, 128 MiB,
 // 2.1x the copy floor against 1.06x.)
+// Words of 1 and 2 bytes in blocks of 2 and 4 (take_apart): each 16-byte lane's bytes grouped by row (a byte
+// shuffle), so that the lane holds B units of 16 / B bytes, row j's unit j: as the lane of 16 / B-byte
+// words in blocks of B, which take_apart then takes apart.
+template <int W, int B>
+struct RowBytes {
+    alignas(32) int8_t order[32];
+    constexpr RowBytes() : order() {
+        constexpr int P = 16 / (W * B);  // positions a lane
+        for (int half = 0; half < 2; ++half)
+            for (int j = 0; j < B; ++j)
+                for (int i = 0; i < P; ++i)
+                    for (int b = 0; b < W; ++b) order[16 * half + (j * P + i) * W + b] = (int8_t)((i * B + j) * W + b);
+    }
+};
+template <int W, int B>
+constexpr RowBytes<W, B> kRowBytes{};
+
 template <int W, int B>
 DM_AVX2 __attribute__((always_inline)) inline void take_apart(const __m256i* in, __m256i* out, const __m256i* idx,
                                                                const __m256i (*keep)[B]) {
-    if constexpr (W == 4 && B == 2) {
+    if constexpr (W < 4) {
+        static_assert(B == 2 || B == 4, "blocks of 2 and 4 (lines_fit)");
+        const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(kRowBytes<W, B>.order));
+        __m256i grouped[B];
+        for (int v = 0; v < B; ++v) grouped[v] = _mm256_shuffle_epi8(in[v], order);
+        take_apart<16 / B, B>(grouped, out, idx, keep);
+    } else if constexpr (W == 4 && B == 2) {
         const __m256 a = _mm256_castsi256_ps(in[0]), b = _mm256_castsi256_ps(in[1]);
         out[0] = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0x88)), 0xD8);
         out[1] = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8);
@@ -400,30 +424,50 @@ DM_AVX2 __attribute__((always_inline)) inline void take_apart(const __m256i* in,
 // process, in turns against a streaming copy, stored plainly (as before: the L1 buffer did not pay here,
 // STAGED_STREAMS) -> this way: SpaceToDepth blocks_first b2 1.57x -> 1.00x, depth_first b4 1.49x -> 1.06x,
 // blocks_first b3 1.51x -> 1.14x, float64 b2 1.39x -> 0.97x; SpaceToBatch with pads 1.50x -> 1.10x,
-// float64 3 x 3 with pads (64 MiB) 1.71x -> 1.12x.
+// float64 3 x 3 with pads (64 MiB) 1.71x -> 1.12x. Words of 1 and 2 bytes in blocks of 2 and 4, outside
+// windows (whose padding would need byte masks), after a byte shuffle (take_apart): SpaceToDepth uint8 b2
+// 1.56x -> 0.99x, uint16 1.51x -> 1.03x.
 // (flatten: the line's body inlined in run_lines, which the compiler left a call a line for blocks of 3)
 template <int W, int B>
 DM_AVX2 DM_NOINLINE __attribute__((flatten)) void gather_lines_avx2(const char* src, char* dst, const int64_t* at, int64_t n, int64_t runs, Steps step,
                                            Loop side, Bounds w) {
-    constexpr int L = kLine / W;  // positions a line
-    constexpr int H = W / 4;      // 32-bit lanes a word
+    constexpr int L = kLine / W;              // positions a line
+    constexpr int H = W >= 4 ? W / 4 : 1;     // 32-bit lanes a word (words of 1 and 2 bytes: see below)
+    constexpr int U = W >= 4 ? W : 16 / B;    // the words take_apart takes apart
     const int64_t total = n * runs;
     __m256i idx[B], keep[B][B];
     for (int j = 0; j < B; ++j) {
-        idx[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.idx[j]));
-        for (int u = 0; u < B; ++u) keep[j][u] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.mask[j][u]));
+        idx[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<U / 4, B>.idx[j]));
+        for (int u = 0; u < B; ++u) keep[j][u] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<U / 4, B>.mask[j][u]));
     }
     int64_t first, last;
     whole_lines(dst + at[0] * W, W, total, &first, &last);
     gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
     const bool padded = w.lo > 0 || w.hi < n * B;
     run_lines<L>(first, last, n, side.n, step, [&](int64_t m, int64_t i, int64_t here, int64_t there, int64_t t) DM_AVX2 {
+        const int32_t* pa = reinterpret_cast<const int32_t*>(src + (here + m * side.s + t * B) * W);
+        __m256i z[2 * B];
+        if constexpr (W < 4) {  // (no windows: lines_fit) the vector across two tiles from a copy of its two parts
+            const int64_t cut = std::min<int64_t>(n - t, L) * B * W;  // bytes from this tile; the rest from the next
+            const char* from = reinterpret_cast<const char*>(pa);
+            const char* next = src + (there + m * side.s) * W - cut;
+            for (int v = 0; v < B; ++v) _mm_prefetch(from + 64 * v + kLinesAhead, _MM_HINT_T0);
+            for (int v = 0; v < 2 * B; ++v) {
+                const int64_t c = cut - 32 * v;
+                if (c >= 32 || c <= 0) {
+                    z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>((c > 0 ? from : next) + 32 * v));
+                } else {
+                    alignas(32) char both[32];
+                    std::memcpy(both, from + 32 * v, c);
+                    std::memcpy(both + c, next + cut, 32 - c);
+                    z[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(both));
+                }
+            }
+        } else {
         const int64_t cut = std::min<int64_t>(n - t, L) * B * H;  // lanes from this tile; the rest from the next
         const bool inside = cut == B * 16 && w.lo <= t * B && (t + L) * B <= w.hi;
-        const int32_t* pa = reinterpret_cast<const int32_t*>(src + (here + m * side.s + t * B) * W);
         const int32_t* pb = reinterpret_cast<const int32_t*>(src + (there + m * side.s) * W) - cut;
         for (int v = 0; v < B; ++v) _mm_prefetch(reinterpret_cast<const char*>(pa + 16 * v) + kLinesAhead, _MM_HINT_T0);
-        __m256i z[2 * B];
         for (int v = 0; v < 2 * B; ++v) {
             if (inside) {
                 z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
@@ -450,6 +494,7 @@ DM_AVX2 DM_NOINLINE __attribute__((flatten)) void gather_lines_avx2(const char* 
                 z[v] = _mm256_or_si256(_mm256_maskload_epi32(reinterpret_cast<const int*>(pa + 8 * v), lanes_of(own)),
                                        _mm256_maskload_epi32(reinterpret_cast<const int*>(pb + 8 * v), lanes_of(next)));
             }
+        }
         }
         __m256i out[2][B];
         take_apart<W, B>(z, out[0], idx, keep);
@@ -1315,8 +1360,8 @@ inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows
         }
 #endif
 #if DM_HAVE_AVX2
-    if constexpr ((sizeof(T) == 4 || sizeof(T) == 8) && B >= 2 && B <= 4)
-        if (kIsa < IsaAvx512f && lines_fit(sizeof(T), B, rows.at, n, side)) {
+    if constexpr ((sizeof(T) == 4 || sizeof(T) == 8 || ((sizeof(T) == 1 || sizeof(T) == 2) && B != 3)) && B >= 2 && B <= 4)
+        if (kIsa < IsaAvx512f && lines_fit(sizeof(T), B, rows.at, n, side, window != nullptr)) {
             const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};
             gather_lines_avx2<sizeof(T), B>(reinterpret_cast<const char*>(src + a), reinterpret_cast<char*>(dst + b), rows.at, n,
                                             runs, step, side, w);
