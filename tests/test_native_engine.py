@@ -2675,6 +2675,29 @@ def test_whole_line_gathers_join_the_lanes_around_each_tile_end(streaming, threa
                     assert core.streams(native_engine.program(plan, data, out), native_engine._address(out), True), offset
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_streamed_scatters_of_pairs_4_bytes_past_8(streaming, threads, dtype):
+    """Streamed scatters of two rows of 4-byte words whose blocks start 4 bytes past 8 (BatchToSpace with a
+    crop of an odd number of words on W, or an out= 4 bytes past 8): no block lies on 16 bytes, and each 16
+    bytes of output on 16 bytes is taken from two 8-byte loads (scatter_odd_span), the words around them
+    one at a time; rows short and long, crops of 0 to 2 words on either side, 1-D and 2-D blocks, at every
+    4-byte offset into a line: bit for bit the spec's result, nothing outside it."""
+    rng = np.random.default_rng(threads)
+    with _threads(threads):
+        for width in (9, 33, 64, 129):  # (output rows from 256 bytes stream: streams_whole)
+            data = random_array((8, 3, 5, width), np.dtype(dtype), rng)
+            for block in ((1, 1, 1, 2), (1, 1, 2, 2)):
+                for lead in range(3):
+                    for tail in range(3):
+                        if lead + tail >= 2 * width:
+                            continue
+                        args = (block, (0, 0, 0, lead), (0, 0, 0, tail))
+                        expected = ref.batch_to_space(data, *args)
+                        _check_at_offsets(lambda out: dm.batch_to_space(data, *args, out=out, engine="native"), expected,
+                                          range(0, 64, 4), (width, block, lead, tail))
+
+
 @pytest.mark.parametrize("width, streamed", [(126, True), (30, False)])
 def test_register_streams_take_windows_of_wide_pixels_with_long_rows(width, streamed):
     """Channels-last SpaceToBatch of 64 float16 channels (128-byte pixels) with pads: its gather windows

@@ -37,6 +37,7 @@
 //                                   scatter_run_of (4-byte pixels: small_scatter)       sse2+
 //                                   narrow_scatter_run (plain, 1-2 byte words)          sse2+
 //                      scatter (lines.hpp): transpose4; scatter_direct -> scatter_span  sse2+
+//                          (blocks of two 4-byte words 4 bytes past 8: scatter_odd_span)  sse2+
 //                          -> interleave16 (streamed, 4|8 B, B 2|4) / scatter2_lines    sse2+ / avx512f
 //                          else the L1 buffer (put_joined, Carry)                       sse2+
 //                      scatter_rows -> scatter_simd: scatter3_words, scatter_unpack;    sse2+
