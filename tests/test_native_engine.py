@@ -2647,9 +2647,9 @@ def test_whole_line_gathers_join_the_lanes_around_each_tile_end(streaming, threa
     """Streamed whole-line gathers (``GATHER_LINES``: gather_lines_avx2 below AVX-512) whose lines cross from
     one tile into the next at every lane of a 32-byte vector: output rows of two to three lines (every
     count of positions between) at every item offset into a line, so each line across two tiles takes the
-    last lanes of one and the first of the next by two whole loads inside them (joined_lanes), or by
-    masked loads where a window's padding lies in the line; of 1- and 2-byte words (outside windows) the
-    vector across the cut from a copy of its two parts. NCHW SpaceToDepth (rows that go on past the
+    last lanes of one and the first of the next (the vector across the cut by masked loads, as are those
+    where a window's padding lies); of 1- and 2-byte words (outside windows) the vector across the cut
+    from a copy of its two parts. NCHW SpaceToDepth (rows that go on past the
     block's row loop), SpaceToBatch with the block on W only (rows that go on right outside the tile), with
     pads of every width below the block: bit for bit the spec's result, nothing written outside it."""
     item = np.dtype(dtype).itemsize

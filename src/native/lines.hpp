@@ -336,20 +336,6 @@ DM_AVX2 __attribute__((always_inline)) inline __m256i lanes_of(uint64_t bits) {
     return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)(bits & 255)), bit), bit);
 }
 
-// The 8 lanes around a tile's end: the last c of the tile (ending at `end`) and the first 8 - c of the next
-// (from `next`), 0 < c < 8. Two whole loads that stay inside the two tiles' rows (each 8 lanes or more),
-// blended and turned by one permute: AVX2's masked loads of the two parts took 15% of the time of
-// SpaceToDepth 4 x 4 and were most of what made 5-D SpaceToDepth with block 3 (every line across two
-// tiles) slower than plain stores.
-DM_AVX2 __attribute__((always_inline)) inline __m256i joined_lanes(const int32_t* end, const int32_t* next, int c) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i mine = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(end - 8));  // its lanes 8 - c.. are ours
-    const __m256i theirs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(next));   // its lanes ..8 - c are
-    const __m256i keep = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(7 - c));
-    const __m256i turn = _mm256_and_si256(_mm256_add_epi32(lane, _mm256_set1_epi32(8 - c)), _mm256_set1_epi32(7));
-    return _mm256_permutevar8x32_epi32(_mm256_blendv_epi8(theirs, mine, keep), turn);
-}
-
 // Half a line of each of the B output rows (out[j]) from that half's B input vectors (in): blocks of 2
 // and 4 by unpacks, shuffles and one cross-lane permute a row (a 4 x 4 transpose in each 16-byte lane for
 // 4-byte words in blocks of 4); blocks of 3 by HalfLinePermutes (two blends and a permute a row). (A
@@ -473,20 +459,11 @@ DM_AVX2 DM_NOINLINE __attribute__((flatten)) void gather_lines_avx2(const char* 
                 z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
                 continue;
             }
-            if (!padded) {  // (the common case: the first `cut` lanes from this tile, the rest from the next)
-                const int64_t c = cut - 8 * v;
-                if (c >= 8) {
-                    z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
-                } else if (c <= 0) {
-                    z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 8 * v));
-                } else {
-                    z[v] = joined_lanes(pa + cut, pb + cut, (int)c);
-                }
-                continue;
-            }
             uint64_t own, next;
             line_lanes(v, 8, H, cut, t, B, w, padded, &own, &next);
-            if (own == 255) {  // (whole vectors of one tile: plain loads)
+            if (own == 255) {  // (whole vectors of one tile: plain loads; only the vector across the cut is masked.
+                // Two whole loads inside the two tiles, blended and turned, took longer: SpaceToDepth NCHW b2
+                // 1.00-1.04x the copy floor -> 1.11-1.19x, SpaceToBatch with pads 1.07-1.14x -> 1.36-1.43x)
                 z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
             } else if (next == 255) {
                 z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 8 * v));
@@ -789,7 +766,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE void chained_lines(const char* sr
 #if DM_HAVE_AVX2
 // chained_lines without AVX-512: each tile's lines made as in gather_lines_avx2 (two 32-byte vectors a row),
 // each 32 bytes of dst the end of the vector before it in its row or chain and the start of its own (a
-// blend and a permute, as joined_lanes), streamed 32 bytes a store; the two partial vectors at each
+// blend and a permute), streamed 32 bytes a store; the two partial vectors at each
 // chain's ends stored plainly (masked). On the 2-core AMD EPYC (AVX2), DepthToSpace depth_first NHWC
 // float32 with 2 x 2 blocks, 128 MiB into NumPy's out=, two threads, same process, in turns against a
 // streaming copy, stored plainly (as before) -> this way: 64 output channels 1.73x -> 1.03x, 16 channels
