@@ -401,6 +401,28 @@ DM_AVX2 __attribute__((always_inline)) inline void take_apart(const __m256i* in,
     }
 }
 
+// take_apart for a call's lines (gather_lines_avx2, chained_lines_avx2): the permutes of blocks of 3 in
+// registers, loaded once (blocks of 2 and 4 need none).
+template <int W, int B>
+struct Apart {
+    __m256i idx[B], keep[B][B];
+    DM_AVX2 __attribute__((always_inline)) Apart() {
+        if constexpr (B == 3) {
+            constexpr int H = (W >= 4 ? W : 16 / B) / 4;
+            for (int j = 0; j < B; ++j) {
+                idx[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.idx[j]));
+                for (int u = 0; u < B; ++u)
+                    keep[j][u] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.mask[j][u]));
+            }
+        }
+    }
+    // Both halves of a line: out[h][j], half h of row j's 64 bytes, from the line's 2 * B input vectors z.
+    DM_AVX2 __attribute__((always_inline)) void line(const __m256i* z, __m256i (*out)[B]) const {
+        take_apart<W, B>(z, out[0], idx, keep);
+        take_apart<W, B>(z + B, out[1], idx, keep);
+    }
+};
+
 // gather_lines without AVX-512: each whole output line is 2 * B 32-byte vectors of input (a window's words
 // outside its bounds, and the lanes of the next tile, by masked loads where a vector holds both) taken
 // apart in registers (take_apart), and stored as two 32-byte streaming stores a row, one after the other,
@@ -419,13 +441,8 @@ DM_AVX2 DM_NOINLINE __attribute__((flatten)) void gather_lines_avx2(const char* 
                                            Loop side, Bounds w) {
     constexpr int L = kLine / W;              // positions a line
     constexpr int H = W >= 4 ? W / 4 : 1;     // 32-bit lanes a word (words of 1 and 2 bytes: see below)
-    constexpr int U = W >= 4 ? W : 16 / B;    // the words take_apart takes apart
     const int64_t total = n * runs;
-    __m256i idx[B], keep[B][B];
-    for (int j = 0; j < B; ++j) {
-        idx[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<U / 4, B>.idx[j]));
-        for (int u = 0; u < B; ++u) keep[j][u] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<U / 4, B>.mask[j][u]));
-    }
+    const Apart<W, B> apart;
     int64_t first, last;
     whole_lines(dst + at[0] * W, W, total, &first, &last);
     gather_positions<W, B>(src, dst, at, n, step, side, w, 0, first);
@@ -474,8 +491,7 @@ DM_AVX2 DM_NOINLINE __attribute__((flatten)) void gather_lines_avx2(const char* 
         }
         }
         __m256i out[2][B];
-        take_apart<W, B>(z, out[0], idx, keep);
-        take_apart<W, B>(z + B, out[1], idx, keep);
+        apart.line(z, out);
         for (int j = 0; j < B; ++j) {
             char* o = dst + (m * side.d + at[j] + i) * W;
             _mm256_stream_si256(reinterpret_cast<__m256i*>(o), out[0][j]);
@@ -774,12 +790,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE void chained_lines(const char* sr
 template <int W, int B>
 DM_AVX2 DM_NOINLINE __attribute__((flatten)) void chained_lines_avx2(const char* src, char* dst, const int64_t* at, int64_t c,
                                                                      int64_t k, int64_t run, int64_t s_step, int64_t d_step) {
-    constexpr int H = W / 4;
-    __m256i idx[B], keep[B][B];
-    for (int j = 0; j < B; ++j) {
-        idx[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.idx[j]));
-        for (int u = 0; u < B; ++u) keep[j][u] = _mm256_load_si256(reinterpret_cast<const __m256i*>(kHalfLinePermutes<H, B>.mask[j][u]));
-    }
+    const Apart<W, B> apart;
     // every row starts p lanes past 32 bytes; the 32 bytes at a vector's start - p lanes: the end of the
     // vector before it (lanes 8 - p..) then its own start
     const int p = (int)((reinterpret_cast<uintptr_t>(dst + at[0] * W) & 31) / 4);
@@ -798,8 +809,7 @@ DM_AVX2 DM_NOINLINE __attribute__((flatten)) void chained_lines_avx2(const char*
             for (int v = 0; v < B; ++v) _mm_prefetch(in + 64 * v + kLinesAhead, _MM_HINT_T0);
             for (int v = 0; v < 2 * B; ++v) z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 32 * v));
             __m256i out[2][B];
-            take_apart<W, B>(z, out[0], idx, keep);
-            take_apart<W, B>(z + B, out[1], idx, keep);
+            apart.line(z, out);
             for (int j = 0; j < B; ++j) {
                 char* o = dst + (m * d_step + at[j]) * W + l * kLine - back;  // the 32 bytes its first vector starts in
                 if (l) {
