@@ -64,7 +64,8 @@
 // CPU has AVX-512F, streamed gathers of 4- and 8-byte words store whole lines
 // straight from registers (gather_lines) instead of through an L1 buffer, and
 // where it has AVX-512BW and VBMI too, those of 1- and 2-byte words; where it has
-// AVX2 alone, those of 4- and 8-byte words half a line a store (gather_lines_avx2).
+// AVX2 alone, those of 1- to 8-byte words half a line a store (gather_lines_avx2;
+// 1 and 2 bytes outside windows), and chained ones (chained_lines_avx2).
 
 #pragma once
 
@@ -107,9 +108,10 @@
 #define DM_HAVE_SSSE3 0
 #endif
 
-// AVX2's 32-byte lane permutes, masked loads and streaming stores, for the streamed gathers of 4- and 8-byte
-// words below AVX-512 (gather_lines_avx2), in functions compiled for it and called only where the CPU (and
-// the OS) has it; GCC and Clang only. DM_NO_AVX2: what a CPU without it runs (tests).
+// AVX2's 32-byte lane permutes, byte shuffles, masked loads and streaming stores, for the streamed gathers
+// below AVX-512 (gather_lines_avx2, chained_lines_avx2), in functions compiled for it and called only where
+// the CPU (and the OS) has it; GCC and Clang only. DM_NO_AVX2: a build without them (DATAMOVE_ISA lowers
+// the level at run time, as the tests do).
 #if DM_HAVE_STREAM && defined(__GNUC__) && !defined(DM_NO_AVX2)
 #include <immintrin.h>
 #define DM_HAVE_AVX2 1
@@ -332,7 +334,7 @@ struct Carry {
 };
 
 #if DM_HAVE_AVX2
-// AVX2's whole-line gathers of 4- and 8-byte words (gather_lines_avx2), where AVX-512F's do not run.
+// AVX2's whole-line gathers (gather_lines_avx2, chained_lines_avx2), where AVX-512F's do not run.
 inline const bool kAvx2 = kIsa >= IsaAvx2;
 #endif
 
