@@ -467,28 +467,28 @@ DM_AVX2 DM_NOINLINE __attribute__((flatten)) void gather_lines_avx2(const char* 
                 }
             }
         } else {
-        const int64_t cut = std::min<int64_t>(n - t, L) * B * H;  // lanes from this tile; the rest from the next
-        const bool inside = cut == B * 16 && w.lo <= t * B && (t + L) * B <= w.hi;
-        const int32_t* pb = reinterpret_cast<const int32_t*>(src + (there + m * side.s) * W) - cut;
-        for (int v = 0; v < B; ++v) _mm_prefetch(reinterpret_cast<const char*>(pa + 16 * v) + kLinesAhead, _MM_HINT_T0);
-        for (int v = 0; v < 2 * B; ++v) {
-            if (inside) {
-                z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
-                continue;
+            const int64_t cut = std::min<int64_t>(n - t, L) * B * H;  // lanes from this tile; the rest from the next
+            const bool inside = cut == B * 16 && w.lo <= t * B && (t + L) * B <= w.hi;
+            const int32_t* pb = reinterpret_cast<const int32_t*>(src + (there + m * side.s) * W) - cut;
+            for (int v = 0; v < B; ++v) _mm_prefetch(reinterpret_cast<const char*>(pa + 16 * v) + kLinesAhead, _MM_HINT_T0);
+            for (int v = 0; v < 2 * B; ++v) {
+                if (inside) {
+                    z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
+                    continue;
+                }
+                uint64_t own, next;
+                line_lanes(v, 8, H, cut, t, B, w, padded, &own, &next);
+                if (own == 255) {  // (whole vectors of one tile: plain loads; only the vector across the cut is masked.
+                    // Two whole loads inside the two tiles, blended and turned, took longer: SpaceToDepth NCHW b2
+                    // 1.00-1.04x the copy floor -> 1.11-1.19x, SpaceToBatch with pads 1.07-1.14x -> 1.36-1.43x)
+                    z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
+                } else if (next == 255) {
+                    z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 8 * v));
+                } else {
+                    z[v] = _mm256_or_si256(_mm256_maskload_epi32(reinterpret_cast<const int*>(pa + 8 * v), lanes_of(own)),
+                                           _mm256_maskload_epi32(reinterpret_cast<const int*>(pb + 8 * v), lanes_of(next)));
+                }
             }
-            uint64_t own, next;
-            line_lanes(v, 8, H, cut, t, B, w, padded, &own, &next);
-            if (own == 255) {  // (whole vectors of one tile: plain loads; only the vector across the cut is masked.
-                // Two whole loads inside the two tiles, blended and turned, took longer: SpaceToDepth NCHW b2
-                // 1.00-1.04x the copy floor -> 1.11-1.19x, SpaceToBatch with pads 1.07-1.14x -> 1.36-1.43x)
-                z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 8 * v));
-            } else if (next == 255) {
-                z[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 8 * v));
-            } else {
-                z[v] = _mm256_or_si256(_mm256_maskload_epi32(reinterpret_cast<const int*>(pa + 8 * v), lanes_of(own)),
-                                       _mm256_maskload_epi32(reinterpret_cast<const int*>(pb + 8 * v), lanes_of(next)));
-            }
-        }
         }
         __m256i out[2][B];
         apart.line(z, out);
@@ -709,14 +709,8 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_pixel_lines(const cha
 inline int64_t chained_rows(const Step& st) {
 #if DM_HAVE_AVX512 || DM_HAVE_AVX2
     const int64_t W = st.word, B = st.block, n = st.l0.n;
-    bool level = false;  // chained_lines (AVX-512F: 4-, 8- and 16-byte words), chained_lines_avx2 (4 and 8)
-#if DM_HAVE_AVX512
-    level = kAvx512;
-#endif
-#if DM_HAVE_AVX2
-    level = level || (kAvx2 && (W == 4 || W == 8));
-#endif
-    if (!level || st.pattern != GATHER || !st.nouter || (W != 4 && W != 8 && W != 16) || B < 2 || B > 4 ||
+    // (the levels of gather_lines' words: chained_lines at AVX-512F, chained_lines_avx2 at AVX2)
+    if (!whole_line_words(W) || st.pattern != GATHER || !st.nouter || (W != 4 && W != 8 && W != 16) || B < 2 || B > 4 ||
         n * W % kLine || n < 1 || st.l0.s != B || st.l0.d != 1)
         return 0;
     int64_t c = 1;
