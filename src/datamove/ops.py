@@ -28,6 +28,10 @@ __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space
 
 # A repeated call with the same shapes skips validation and planning (see datamove.recipes).
 _RECIPES = recipes.RECIPES
+#: The core's repeated calls (``src/native/core/repeat.cpp``): a NumPy call whose kept recipe has run on the
+#: core (its op, parameters as given, engine, input layout and dtype; out's layout) is run again there
+#: without a Python frame between here and the copy; any other returns None. None without the core.
+_repeated = native_engine.repeated_calls()
 
 
 def _as_array(data: Any) -> Any:
@@ -225,6 +229,10 @@ def batch_to_space(data: ArrayT, block_shape: IntVector, crops_begin: IntVector,
            [[ 9, 10, 11, 12],
             [13, 14, 15, 16]]])
     """
+    if type(data) is np.ndarray and _repeated is not None:  # (a tensor torch.compile traces never asks the core)
+        done = _repeated("batch_to_space", data, block_shape, crops_begin, crops_end, out, engine)
+        if done is not None:
+            return done
     library = None
     if type(data) is not np.ndarray:
         # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
@@ -272,6 +280,10 @@ def space_to_batch(data: ArrayT, block_shape: IntVector, pads_begin: IntVector, 
     array([[0, 2, 4],
            [1, 3, 0]])
     """
+    if type(data) is np.ndarray and _repeated is not None:  # (a tensor torch.compile traces never asks the core)
+        done = _repeated("space_to_batch", data, block_shape, pads_begin, pads_end, out, engine)
+        if done is not None:
+            return done
     library = None
     if type(data) is not np.ndarray:
         # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
@@ -337,6 +349,10 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     >>> dm.space_to_depth(image, "depth_first", 2, data_format="channels_last").shape
     (1, 1, 2, 8)
     """
+    if type(data) is np.ndarray and _repeated is not None:  # (a tensor torch.compile traces never asks the core)
+        done = _repeated("space_to_depth", data, mode, block_size, data_format, out, engine)
+        if done is not None:
+            return done
     traced = False
     library = None
     if type(data) is not np.ndarray:
@@ -405,6 +421,10 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     array([[0, 1],
            [2, 3]])
     """
+    if type(data) is np.ndarray and _repeated is not None:  # (a tensor torch.compile traces never asks the core)
+        done = _repeated("depth_to_space", data, mode, block_size, data_format, out, engine)
+        if done is not None:
+            return done
     traced = False
     library = None
     if type(data) is not np.ndarray:

@@ -39,8 +39,19 @@ from .plans import Plan
 __all__ = ["Recipe", "TorchRecipe", "ForeignRecipe", "RECIPES", "space_key", "key", "make"]
 
 _MAX = 512
+
+
+class _Recipes(BoundedCache[Any]):
+    """The recipes; emptied, the calls the core keeps from them for their repeats go too (``repeat.cpp``),
+    so that a test that empties them to change a routing rule meets no call kept under the old one."""
+
+    def clear(self) -> None:
+        super().clear()
+        native_engine.forget_repeats()
+
+
 #: The recipes, most recently made last; ``RECIPES.get(key)`` finds one.
-RECIPES: "BoundedCache[Any]" = BoundedCache(_MAX)
+RECIPES: "BoundedCache[Any]" = _Recipes(_MAX)
 _WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 # (shape, strides, offset in bytes) of a view over a buffer, in words
@@ -352,8 +363,9 @@ class Recipe:
         # a small result is np.empty's, called straight (allocator)
         self.empty = allocator(math.prod(self.out_shape) * self.dtype.itemsize)
         self.core: Optional[native_engine.Planned] = None
+        self.repeats = _repeats(call, asked, self.empty) if kept else None
         if engine is native_engine and plain:
-            self.core = native_engine.Planned(call)
+            self.core = native_engine.Planned(call, self.repeats)
         # moves to the core on its second call (see _core_from_now); the first, which makes it, is NumPy's
         self.called = False
         self.core_later = (kept and plain and asked == "auto" and engine is not native_engine and data.size > 0
@@ -435,7 +447,7 @@ class Recipe:
         tables (small SpaceToBatch with pads: the core makes them again at every run, which cost more
         than NumPy's way: 4 KiB float32, 29 against 23 us; 16 KiB, 90 against 64 us, on a loaded machine)."""
         self.core_later = False
-        planned = native_engine.Planned(self.call)
+        planned = native_engine.Planned(self.call, self.repeats)
         try:
             found = native_engine.program_of(self.call, data, allocate(self.out_shape, self.dtype))
         except DataMoveError:  # a layout the lowering refuses: NumPy's way goes on
@@ -485,6 +497,15 @@ class Recipe:
         for item, (shape, strides, offset) in self.fills:
             np.ndarray(shape, item, out, offset, strides).fill(0)
         return out
+
+
+def _repeats(call: Call, asked: str, allocate: Callable[..., np.ndarray]) -> Tuple[Any, ...]:
+    """A kept recipe's call as :mod:`datamove.ops` hands it to the core's ``repeated`` (op, a, b, c, engine),
+    and the allocator of its results: what its :class:`~datamove.engines.native_engine.Planned` gives the
+    core with each program it runs, so that the call's repeats run in one C call (``repeat.cpp``)."""
+    if call.op in ("space_to_depth", "depth_to_space"):
+        return (call.op, *call.args, "channels_first", asked, allocate)
+    return (call.op, *call.args, asked, allocate)
 
 
 def _two_step(data: np.ndarray, op: str, block_shape: Tuple[int, ...], begin: Tuple[int, ...], end: Tuple[int, ...]):

@@ -4,6 +4,8 @@
 //
 //   core/module.cpp   the Python module: its functions, the GIL released around a run (first: Python.h
 //                     comes before any other header)
+//   core/repeat.cpp   repeated calls: programs kept by call and layout, run in one C call (module.cpp
+//                     includes it)
 //   core/program.cpp  parse (a program into steps), streams (whether its stores go around the cache), pick
 //   core/pool.cpp     jobs and the thread pool (fork-safe)
 

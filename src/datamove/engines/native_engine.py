@@ -76,6 +76,8 @@ def core() -> ModuleType:
                 if STREAM_BYTES is None:
                     STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
                 RUN_MODES = (0, 1, 2) if getattr(module, "STAGED_STREAMS", True) else (0, 1, 1)
+                if hasattr(module, "repeat_setup"):
+                    module.repeat_setup(np.ndarray, threads.__dict__, globals())
                 _native = module
                 return module
     raise ImportError(
@@ -85,6 +87,22 @@ def core() -> ModuleType:
         "'DATAMOVE_BUILD_CORE=required pip install --force-reinstall --no-deps .' in the source tree "
         "('python -m datamove info' says whether it loaded)"
     )
+
+
+def repeated_calls() -> Optional[Callable[..., Any]]:
+    """The core's ``repeated(op, data, a, b, c, out, engine)`` (``src/native/core/repeat.cpp``): a call whose
+    kept recipe has run on the core (:class:`Planned`, its ``repeats``) run again in one C call, its result
+    returned; None, nothing written, for any other. None where the core does not load."""
+    try:
+        return core().repeated  # type: ignore[no-any-return]
+    except (ImportError, AttributeError):
+        return None
+
+
+def forget_repeats() -> None:
+    """The calls the core keeps for ``repeated`` forgotten (with the recipes they came from)."""
+    if _native is not None and hasattr(_native, "forget"):
+        _native.forget()
 
 
 def available() -> bool:
@@ -383,15 +401,18 @@ class Planned:
     [[0.0, 2.0], [4.0, 6.0], [1.0, 3.0], [5.0, 7.0]]
     """
 
-    __slots__ = ("call", "programs", "reach")
+    __slots__ = ("call", "programs", "reach", "repeats")
 
     #: Programs one plan keeps (alignments of both arrays, out's layouts), newest kept.
     MAX_PROGRAMS = 32
 
-    def __init__(self, call: "Call") -> None:
+    def __init__(self, call: "Call", repeats: Optional[Tuple[Any, ...]] = None) -> None:
         self.call = call
         self.programs: "BoundedCache[Any]" = BoundedCache(self.MAX_PROGRAMS)
         self.reach = 0  # the bytes data spans from its lowest address (its layout's: the same for every call)
+        # (op, a, b, c, engine, allocate) of a kept recipe's call, as datamove.ops passes it to the core's
+        # repeated(): each program run here is handed to the core for the call's repeats (repeat.cpp)
+        self.repeats = repeats
 
     def fresh(self, data: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Into ``out``, a C-contiguous array of the plan's output shape: its strides need no key."""
@@ -406,6 +427,9 @@ class Planned:
                 return out
             found = self.programs.put(key, found)
         native.run(found, data, out, threads.get_num_threads(), RUN_MODES[stream])
+        if self.repeats is not None:
+            op, a, b, c, engine, allocate = self.repeats
+            native.remember(op, a, b, c, engine, data, out, found, stream, allocate)
         return out
 
     def __call__(self, data: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -425,6 +449,9 @@ class Planned:
             if copy is not data:  # a copy of another layout than the one planned: the general path
                 return run(self.call, copy, out)
         native.run(made, data, out, threads.get_num_threads(), RUN_MODES[stream])
+        if self.repeats is not None:
+            op, a, b, c, engine, allocate = self.repeats
+            native.remember(op, a, b, c, engine, data, out, made, stream, allocate)
         return out
 
     def _made(self, key: Any, data: np.ndarray, out: np.ndarray, src: int, dst: int, stream: int) -> Optional[bytes]:

@@ -1,11 +1,14 @@
-// datamove._native: the Python module (run, streams, cache_bytes, workers, lowest).
+// datamove._native: the Python module (run, streams, cache_bytes, workers, lowest; repeated calls: repeat.cpp).
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <array>
-#include <vector>
+#include <memory>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "core.hpp"
 #include "planner_py.hpp"
@@ -217,6 +220,12 @@ PyObject* py_lowest(PyObject*, PyObject* array) {
     return PyLong_FromVoidPtr(low);
 }
 
+}  // namespace
+
+#include "repeat.cpp"  // (after run_program, which it calls)
+
+namespace {
+
 PyMethodDef methods[] = {
     {"lowest", py_lowest, METH_O, "lowest(array): the lowest address of the array's elements (buffer protocol)."},
     {"run", py_run, METH_VARARGS,
@@ -250,6 +259,17 @@ PyMethodDef methods[] = {
     {"units_flat", dm::planner::py_units_flat, METH_VARARGS,
      "units_flat(plan, data, out): the planner's steps of units from tables for an encoded plan over two arrays, "
      "as a program (None where it takes none): for the tests."},
+    {"repeated", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_repeated)), METH_FASTCALL,
+     "repeated(op, data, a, b, c, out, engine): a call remembered (see remember), run in one: the result, or None "
+     "(nothing written) for a call not remembered; (a, b, c) are (mode, block_size, data_format) or (block_shape, "
+     "begin, end)."},
+    {"remember", py_remember, METH_VARARGS,
+     "remember(op, a, b, c, engine, data, out, program, stream, allocate): keep the program that has just run "
+     "this validated call of a kept recipe, for repeated(); allocate makes its new results."},
+    {"forget", py_forget, METH_NOARGS, "forget(): every call remembered forgotten."},
+    {"repeat_setup", py_repeat_setup, METH_VARARGS,
+     "repeat_setup(ndarray, threads_dict, engine_dict): the array type repeated() takes, and the module dicts "
+     "whose settings it reads at each call (datamove.threads', datamove.engines.native_engine's)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -1,0 +1,388 @@
+// Repeated calls in one C call: the table behind _native.repeated (module.cpp lists its functions).
+//
+// A NumPy call that repeats goes through Python once per layout: datamove.ops validates it, its recipe
+// (datamove.recipes) plans it, and native_engine.Planned lowers and runs its program, then hands that
+// program here (`remember`). The next call of the same op, parameters, engine, input layout and dtype (the
+// Python recipe's key), into an output of the same alignment, strides and stream mode (Planned's program
+// key), is found here by `repeated` and run without a Python frame between datamove.ops and the copy.
+// Anything else (another type, a parameter given in another form, a layout not remembered, an out= that
+// overlaps the input or is read-only) is a miss: None, nothing written, and the Python path goes on,
+// which validates and raises as before. A miss leaves no Python error set.
+//
+// The table is touched with the GIL held only; a program in use is held by the run (shared_ptr), so a
+// table cleared by another thread during a run (the GIL released) frees nothing under it.
+
+namespace {
+
+// ---- the settings a repeated call reads at each call, where Python keeps them (repeat_setup) ----
+struct Settings {
+    PyObject* ndarray = nullptr;  // numpy.ndarray: exact instances only
+    PyObject* threads = nullptr;  // datamove.threads.__dict__: "_threads" (set_num_threads')
+    PyObject* engine = nullptr;   // datamove.engines.native_engine.__dict__: STREAM_BYTES, REGISTER_STREAM_BYTES, RUN_MODES
+    PyObject *s_dtype, *s_shape, *s_threads, *s_stream_bytes, *s_register_bytes, *s_run_modes, *s_loaded, *s_core_plans;
+    // the names a call's strings are held to (interned: a literal in the caller's code is the same object)
+    PyObject *s_space_to_depth, *s_depth_to_space, *s_batch_to_space, *s_space_to_batch;
+    PyObject *s_blocks_first, *s_depth_first, *s_auto, *s_native, *s_channels_first;
+} settings;
+
+bool same_str(PyObject* given, PyObject* name) {
+    if (given == name) return true;
+    if (!PyUnicode_CheckExact(given)) return false;
+    const int cmp = PyUnicode_Compare(given, name);  // (never fails on two str)
+    return cmp == 0;
+}
+
+// ---- the key: the Python recipe's (op, parameters, engine, shape, strides, dtype) as int64 words ----
+constexpr int kMaxRank = 16;
+constexpr int kKeyWords = 8 + 5 * kMaxRank;
+
+struct Key {
+    std::array<int64_t, kKeyWords> words;
+    int n = 0;
+    bool push(int64_t w) {
+        if (n == kKeyWords) return false;
+        words[n++] = w;
+        return true;
+    }
+    bool operator==(const Key& other) const { return n == other.n && std::equal(words.begin(), words.begin() + n, other.words.begin()); }
+};
+
+struct KeyHash {
+    size_t operator()(const Key& key) const {
+        uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+        for (int k = 0; k < key.n; ++k) h = (h ^ (uint64_t)key.words[k]) * 1099511628211ull;
+        return (size_t)h;
+    }
+};
+
+// An exact int (not bool, not a NumPy integer: those are the Python path's) as an int64.
+bool exact_int(PyObject* value, int64_t* out) {
+    if (!PyLong_CheckExact(value)) return false;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    return overflow == 0 && !(*out == -1 && PyErr_Occurred());
+}
+
+// A list or tuple of exact ints, pushed after its length (and kept in `values`).
+bool push_ints(PyObject* seq, Key* key, std::vector<int64_t>* values) {
+    if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) return false;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > kMaxRank || !key->push(n)) return false;
+    PyObject** items = PySequence_Fast_ITEMS(seq);
+    values->clear();
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        int64_t v;
+        if (!exact_int(items[k], &v) || !key->push(v)) return false;
+        values->push_back(v);
+    }
+    return true;
+}
+
+// A call's op and parameters, as datamove.ops passes them: (op, mode, block_size, data_format) for the
+// depth ops (channels first only: channels last is a view change the Python path makes), (op, block_shape,
+// begin, end) for the space ops; then the engine ("auto" or "native"). The planner's call from them too
+// (plan.hpp's ids: the key's words).
+bool push_call(PyObject* op, PyObject* a, PyObject* b, PyObject* c, PyObject* engine, Key* key,
+               dm::planner::Call* call) {
+    using namespace dm::planner;
+    if (same_str(op, settings.s_space_to_depth)) call->op = SPACE_TO_DEPTH;
+    else if (same_str(op, settings.s_depth_to_space)) call->op = DEPTH_TO_SPACE;
+    else if (same_str(op, settings.s_batch_to_space)) call->op = BATCH_TO_SPACE;
+    else if (same_str(op, settings.s_space_to_batch)) call->op = SPACE_TO_BATCH;
+    else return false;
+    int64_t engine_id;
+    if (same_str(engine, settings.s_auto)) engine_id = 0;
+    else if (same_str(engine, settings.s_native)) engine_id = 1;
+    else return false;
+    key->push(call->op), key->push(engine_id);
+    if (call->op == SPACE_TO_DEPTH || call->op == DEPTH_TO_SPACE) {
+        if (same_str(a, settings.s_blocks_first)) call->mode = BLOCKS_FIRST;
+        else if (same_str(a, settings.s_depth_first)) call->mode = DEPTH_FIRST;
+        else return false;
+        int64_t block;
+        if (!same_str(c, settings.s_channels_first) || !exact_int(b, &block)) return false;
+        call->block_size = block;
+        return key->push(call->mode) && key->push(block);
+    }
+    return push_ints(a, key, &call->block) && push_ints(b, key, &call->begin) && push_ints(c, key, &call->end);
+}
+
+// An array's layout (rank, shape, strides in bytes) and its dtype object's identity (held by the entry).
+bool push_layout(const Py_buffer& view, PyObject* dtype, Key* key) {
+    if (view.ndim > kMaxRank || !key->push(view.ndim)) return false;
+    for (int k = 0; k < view.ndim; ++k)
+        if (!key->push(view.shape[k]) || !key->push(view.strides[k])) return false;
+    return key->push(reinterpret_cast<intptr_t>(dtype));
+}
+
+// ---- the table ----
+struct Program {
+    int src_align, dst_align, stream;
+    std::vector<int64_t> out_strides;  // out's strides in bytes (a new result's: C order)
+    std::shared_ptr<const std::vector<int64_t>> code;
+};
+
+struct Entry {
+    PyObject* dtype = nullptr;      // the input's (and so the output's) dtype, held
+    PyObject* out_shape = nullptr;  // a tuple, what `allocate` takes
+    PyObject* allocate = nullptr;   // the recipe's allocator of a new result: np.empty or outputs.allocate
+    std::vector<int64_t> out_dims;
+    int64_t out_bytes = 0;
+    dm::planner::Call call;  // its op and parameters: the planner's, for an output of another alignment
+    std::vector<Program> programs;
+    Entry() = default;
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+    ~Entry() { Py_XDECREF(dtype), Py_XDECREF(out_shape), Py_XDECREF(allocate); }
+};
+
+// Layouts remembered (the recipes' bound, datamove.recipes.RECIPES), and programs one of them keeps
+// (native_engine.Planned.MAX_PROGRAMS): past either, the table or the entry starts again empty.
+constexpr size_t kMaxEntries = 1024;
+constexpr size_t kMaxPrograms = 32;
+
+std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash>* table = nullptr;
+
+// The stream mode and run mode of an output of `bytes`, as native_engine.Planned reads them at each call
+// (its module's STREAM_BYTES, REGISTER_STREAM_BYTES and RUN_MODES: a test may set them); false where one
+// is not what it should be.
+bool stream_of(int64_t bytes, int* stream, int* run_mode) {
+    PyObject* streamed = PyDict_GetItemWithError(settings.engine, settings.s_stream_bytes);
+    PyObject* registers = PyDict_GetItemWithError(settings.engine, settings.s_register_bytes);
+    PyObject* modes = PyDict_GetItemWithError(settings.engine, settings.s_run_modes);
+    if (PyErr_Occurred()) PyErr_Clear();
+    int64_t stream_from, register_from;
+    if (streamed == nullptr || registers == nullptr || modes == nullptr || !exact_int(streamed, &stream_from) ||
+        !exact_int(registers, &register_from) || !PyTuple_CheckExact(modes) || PyTuple_GET_SIZE(modes) != 3)
+        return false;
+    *stream = bytes >= stream_from ? 2 : bytes >= register_from ? 1 : 0;
+    int64_t mode;
+    if (!exact_int(PyTuple_GET_ITEM(modes, *stream), &mode)) return false;
+    *run_mode = (int)mode;
+    return true;
+}
+
+int threads_now() {
+    PyObject* n = PyDict_GetItemWithError(settings.threads, settings.s_threads);
+    if (n == nullptr) PyErr_Clear();
+    int64_t value;
+    return n != nullptr && exact_int(n, &value) && value >= 1 ? (int)std::min<int64_t>(value, kMaxThreads) : 0;
+}
+
+// Whether this module is the core native_engine runs (a test may put another level's, or a recording, there).
+bool loaded(PyObject* self) {
+    PyObject* core = PyDict_GetItemWithError(settings.engine, settings.s_loaded);
+    if (core == nullptr) PyErr_Clear();
+    return core == self;
+}
+
+int align_of(const Py_buffer& view) { return (int)(reinterpret_cast<uintptr_t>(extent_of(view).low) & 63); }
+
+bool same_strides(const std::vector<int64_t>& strides, const Py_buffer& view) {
+    if ((int)strides.size() != view.ndim) return false;
+    for (int k = 0; k < view.ndim; ++k)
+        if (strides[k] != view.strides[k]) return false;
+    return true;
+}
+
+// A buffer's view of an object, or false with no error set.
+bool view_of(PyObject* array, Py_buffer* view, int flags) {
+    if (PyObject_GetBuffer(array, view, flags) == 0) return true;
+    PyErr_Clear();
+    return false;
+}
+
+// The dtype object of an exact ndarray (a new reference), or null with no error set.
+PyObject* dtype_of(PyObject* array) {
+    PyObject* dtype = PyObject_GetAttr(array, settings.s_dtype);
+    if (dtype == nullptr) PyErr_Clear();
+    return dtype;
+}
+
+// The program of a kept call at an alignment or stream mode not kept yet (a new result's address varies
+// from call to call): planned and lowered here as native_engine.program_of would
+// (the core's planner, where native_engine.CORE_PLANS says so), and kept; null where the planner takes none.
+struct Held;
+std::shared_ptr<const std::vector<int64_t>> planned(Entry& entry, const Held& held, int stream);
+
+struct Held {  // what a call holds until it returns
+    Py_buffer src{}, dst{};
+    bool has_src = false, has_dst = false;
+    PyObject* dtype = nullptr;
+    ~Held() {
+        if (has_dst) PyBuffer_Release(&dst);
+        if (has_src) PyBuffer_Release(&src);
+        Py_XDECREF(dtype);
+    }
+};
+
+std::shared_ptr<const std::vector<int64_t>> planned(Entry& entry, const Held& held, int stream) {
+    PyObject* plans = PyDict_GetItemWithError(settings.engine, settings.s_core_plans);
+    if (plans != Py_True) {
+        if (plans == nullptr) PyErr_Clear();
+        return nullptr;
+    }
+    dm::planner::Layout src, dst;
+    dm::planner::layout_from(held.src, &src), dm::planner::layout_from(held.dst, &dst);
+    std::vector<int64_t> program;
+    if (!dm::planner::program_of(&entry.call, src, dst, stream, &program)) return nullptr;
+    auto code = std::make_shared<const std::vector<int64_t>>(std::move(program));
+    if (entry.programs.size() >= kMaxPrograms) entry.programs.clear();
+    entry.programs.push_back(Program{align_of(held.src), align_of(held.dst), stream,
+                                     std::vector<int64_t>(held.dst.strides, held.dst.strides + held.dst.ndim), code});
+    return code;
+}
+
+// repeated(op, data, a, b, c, out, engine) -> the result, or None (a miss): see the top of this file.
+PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "datamove._native.repeated takes 7 arguments");
+        return nullptr;
+    }
+    PyObject *data = args[1], *out = args[5];
+    if (table == nullptr || table->empty() || (PyObject*)Py_TYPE(data) != settings.ndarray ||
+        (out != Py_None && (PyObject*)Py_TYPE(out) != settings.ndarray) || !loaded(self))
+        Py_RETURN_NONE;
+    Key key;
+    Held held;
+    dm::planner::Call call;
+    if (!push_call(args[0], args[2], args[3], args[4], args[6], &key, &call) || (held.dtype = dtype_of(data)) == nullptr ||
+        !(held.has_src = view_of(data, &held.src, PyBUF_STRIDES)) || !push_layout(held.src, held.dtype, &key))
+        Py_RETURN_NONE;
+    auto found = table->find(key);
+    if (found == table->end()) Py_RETURN_NONE;
+    Entry& entry = *found->second;
+    int stream, run_mode;
+    const int threads = threads_now();
+    if (threads == 0 || !stream_of(entry.out_bytes, &stream, &run_mode)) Py_RETURN_NONE;
+    PyObject* result;
+    if (out == Py_None) {
+        PyObject* shape_dtype[2] = {entry.out_shape, entry.dtype};
+        result = PyObject_Vectorcall(entry.allocate, shape_dtype, 2, nullptr);
+        if (result == nullptr) return nullptr;  // (np.empty's MemoryError: the Python path would raise it too)
+    } else {
+        PyObject* dtype = dtype_of(out);
+        Py_XDECREF(dtype);  // (held by out: its identity is all that is read)
+        if (dtype != entry.dtype) Py_RETURN_NONE;
+        result = Py_NewRef(out);
+    }
+    held.has_dst = view_of(result, &held.dst, PyBUF_STRIDES | PyBUF_WRITABLE);
+    bool fits = held.has_dst && held.dst.ndim == (int)entry.out_dims.size();
+    for (int k = 0; fits && k < held.dst.ndim; ++k) fits = held.dst.shape[k] == entry.out_dims[k];
+    if (fits && out != Py_None) {  // out= sharing no byte with data (else the Python path copies data first)
+        const Extent a = extent_of(held.src), b = extent_of(held.dst);
+        fits = a.low + a.bytes <= b.low || b.low + b.bytes <= a.low;
+    }
+    std::shared_ptr<const std::vector<int64_t>> code;
+    if (fits) {
+        const int src_align = align_of(held.src), dst_align = align_of(held.dst);
+        for (const Program& program : entry.programs)
+            if (program.src_align == src_align && program.dst_align == dst_align && program.stream == stream &&
+                same_strides(program.out_strides, held.dst)) {
+                code = program.code;
+                break;
+            }
+    }
+    if (code == nullptr && fits) {
+        // out='s strides must be those of a program kept: the Python path's checks (an out whose elements
+        // overlap is refused there) have passed for them; only the alignment or the stream mode is new
+        bool known = false;
+        for (const Program& program : entry.programs) known = known || same_strides(program.out_strides, held.dst);
+        if (known) code = planned(entry, held, stream);
+    }
+    if (code == nullptr) {
+        Py_DECREF(result);
+        Py_RETURN_NONE;
+    }
+    PyObject* ran = run_program(code->data(), (Py_ssize_t)code->size(), held.src, held.dst, threads, run_mode);
+    if (ran == nullptr) return Py_DECREF(result), nullptr;
+    Py_DECREF(ran);
+    return result;
+}
+
+// remember(op, a, b, c, engine, data, out, program, stream, allocate): `program`, lowered for `stream`,
+// has just run `data` into `out` for this call (validated, its recipe kept): keep it for the call's repeats.
+PyObject* py_remember(PyObject*, PyObject* args) {
+    PyObject *op, *a, *b, *c, *engine, *data, *out, *allocate;
+    Py_buffer program;
+    int stream;
+    if (!PyArg_ParseTuple(args, "OOOOOOOy*iO", &op, &a, &b, &c, &engine, &data, &out, &program, &stream, &allocate))
+        return nullptr;
+    struct Release {
+        Py_buffer* view;
+        ~Release() { PyBuffer_Release(view); }
+    } release{&program};
+    if (table == nullptr || settings.ndarray == nullptr || (PyObject*)Py_TYPE(data) != settings.ndarray ||
+        (PyObject*)Py_TYPE(out) != settings.ndarray || !PyCallable_Check(allocate) || program.len % 8 != 0)
+        Py_RETURN_FALSE;
+    Key key;
+    Held held;
+    dm::planner::Call call;
+    if (!push_call(op, a, b, c, engine, &key, &call) || (held.dtype = dtype_of(data)) == nullptr ||
+        !(held.has_src = view_of(data, &held.src, PyBUF_STRIDES)) || !push_layout(held.src, held.dtype, &key) ||
+        !(held.has_dst = view_of(out, &held.dst, PyBUF_STRIDES)))
+        Py_RETURN_FALSE;
+    auto found = table->find(key);
+    if (found == table->end()) {
+        if (table->size() >= kMaxEntries) table->clear();
+        auto entry = std::make_unique<Entry>();
+        entry->dtype = Py_NewRef(held.dtype);
+        entry->out_shape = PyObject_GetAttr(out, settings.s_shape);
+        if (entry->out_shape == nullptr) return nullptr;
+        entry->allocate = Py_NewRef(allocate);
+        entry->out_dims.assign(held.dst.shape, held.dst.shape + held.dst.ndim);
+        entry->out_bytes = held.dst.len;
+        entry->call = std::move(call);
+        found = table->emplace(key, std::move(entry)).first;
+    }
+    Entry& entry = *found->second;
+    if ((int)entry.out_dims.size() != held.dst.ndim || !std::equal(entry.out_dims.begin(), entry.out_dims.end(), held.dst.shape))
+        Py_RETURN_FALSE;  // (not the output this layout's call makes: nothing kept)
+    const int src_align = align_of(held.src), dst_align = align_of(held.dst);
+    for (const Program& known : entry.programs)
+        if (known.src_align == src_align && known.dst_align == dst_align && known.stream == stream &&
+            same_strides(known.out_strides, held.dst))
+            Py_RETURN_TRUE;
+    if (entry.programs.size() >= kMaxPrograms) entry.programs.clear();
+    const int64_t* words = static_cast<const int64_t*>(program.buf);
+    entry.programs.push_back(Program{src_align, dst_align, stream,
+                                     std::vector<int64_t>(held.dst.strides, held.dst.strides + held.dst.ndim),
+                                     std::make_shared<const std::vector<int64_t>>(words, words + program.len / 8)});
+    Py_RETURN_TRUE;
+}
+
+// forget(): the table emptied (tests; a program kept is freed when its last run ends).
+PyObject* py_forget(PyObject*, PyObject*) {
+    if (table != nullptr) table->clear();
+    Py_RETURN_NONE;
+}
+
+// repeat_setup(ndarray, threads_dict, engine_dict): where the settings are read (once, at datamove's import).
+PyObject* py_repeat_setup(PyObject*, PyObject* args) {
+    PyObject *ndarray, *threads, *engine;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &ndarray, &PyDict_Type, &threads, &PyDict_Type, &engine))
+        return nullptr;
+    if (settings.ndarray == nullptr) {
+        const std::array<std::pair<PyObject**, const char*>, 17> names{{
+            {&settings.s_loaded, "_native"}, {&settings.s_core_plans, "CORE_PLANS"},
+            {&settings.s_dtype, "dtype"}, {&settings.s_shape, "shape"}, {&settings.s_threads, "_threads"},
+            {&settings.s_stream_bytes, "STREAM_BYTES"}, {&settings.s_register_bytes, "REGISTER_STREAM_BYTES"},
+            {&settings.s_run_modes, "RUN_MODES"}, {&settings.s_space_to_depth, "space_to_depth"},
+            {&settings.s_depth_to_space, "depth_to_space"}, {&settings.s_batch_to_space, "batch_to_space"},
+            {&settings.s_space_to_batch, "space_to_batch"}, {&settings.s_blocks_first, "blocks_first"},
+            {&settings.s_depth_first, "depth_first"}, {&settings.s_auto, "auto"}, {&settings.s_native, "native"},
+            {&settings.s_channels_first, "channels_first"},
+        }};
+        for (const auto& [slot, name] : names)
+            if ((*slot = PyUnicode_InternFromString(name)) == nullptr) return nullptr;
+        table = new (std::nothrow) std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash>();
+        if (table == nullptr) return PyErr_NoMemory();
+    }
+    Py_XSETREF(settings.ndarray, Py_NewRef(ndarray));
+    Py_XSETREF(settings.threads, Py_NewRef(threads));
+    Py_XSETREF(settings.engine, Py_NewRef(engine));
+    table->clear();
+    Py_RETURN_NONE;
+}
+
+}  // namespace
