@@ -116,11 +116,48 @@ bool push_layout(const Py_buffer& view, PyObject* dtype, Key* key) {
 }
 
 // ---- the table ----
+// A program parsed once for the layouts it was kept for (parse() checks it against their extents, which a
+// key's layouts share) and run mode: its steps, their cost, and whether its stores go around the cache
+// (streams(), which reads out's address modulo 64, also the key's). `steps` empty: a program with tables
+// (UNITS steps, given or merged), which run() parses at each run, as run_program does.
+struct Prepared {
+    std::vector<Step> steps;
+    int64_t total = 0;
+    bool stream = false;
+    int run_mode = 0;
+};
+
 struct Program {
     int src_align, dst_align, stream;
     std::vector<int64_t> out_strides;  // out's strides in bytes (a new result's: C order)
     std::shared_ptr<const std::vector<int64_t>> code;
+    std::shared_ptr<const Prepared> prepared;  // (made at its first repeat)
 };
+
+std::shared_ptr<const Prepared> prepare(const std::vector<int64_t>& code, const Extent& src, const Extent& dst,
+                                        int run_mode) {
+    auto prepared = std::make_shared<Prepared>();
+    prepared->run_mode = run_mode;
+    const int64_t* p = code.data();
+    const int64_t n = (int64_t)code.size();
+    if (n < 1 || p[0] < 1 || p[0] > kMaxSteps) return prepared;
+    std::vector<Step> steps((size_t)p[0]);
+    int nsteps = (int)p[0];
+    int64_t total = 0;
+    if (!parse(p, n, steps.data(), nsteps, &total, src.bytes, dst.bytes)) return prepared;  // (run() says why)
+    for (const Step& step : steps)
+        if (step.pattern == UNITS) return prepared;
+    Table* table = nullptr;
+    if (merge_units(steps.data(), &nsteps, &table)) {
+        free_table(table);
+        return prepared;
+    }
+    steps.resize((size_t)nsteps);
+    prepared->stream = run_mode != 0 && DM_HAVE_STREAM && streams(steps.data(), nsteps, dst.low, run_mode == 1);
+    prepared->total = total;
+    prepared->steps = std::move(steps);
+    return prepared;
+}
 
 struct Entry {
     PyObject* dtype = nullptr;      // the input's (and so the output's) dtype, held
@@ -203,7 +240,7 @@ PyObject* dtype_of(PyObject* array) {
 // from call to call): planned and lowered here as native_engine.program_of would
 // (the core's planner, where native_engine.CORE_PLANS says so), and kept; null where the planner takes none.
 struct Held;
-std::shared_ptr<const std::vector<int64_t>> planned(Entry& entry, const Held& held, int stream);
+Program* planned(Entry& entry, const Held& held, int stream);
 
 struct Held {  // what a call holds until it returns
     Py_buffer src{}, dst{};
@@ -216,7 +253,7 @@ struct Held {  // what a call holds until it returns
     }
 };
 
-std::shared_ptr<const std::vector<int64_t>> planned(Entry& entry, const Held& held, int stream) {
+Program* planned(Entry& entry, const Held& held, int stream) {
     PyObject* plans = PyDict_GetItemWithError(settings.engine, settings.s_core_plans);
     if (plans != Py_True) {
         if (plans == nullptr) PyErr_Clear();
@@ -229,8 +266,9 @@ std::shared_ptr<const std::vector<int64_t>> planned(Entry& entry, const Held& he
     auto code = std::make_shared<const std::vector<int64_t>>(std::move(program));
     if (entry.programs.size() >= kMaxPrograms) entry.programs.clear();
     entry.programs.push_back(Program{align_of(held.src), align_of(held.dst), stream,
-                                     std::vector<int64_t>(held.dst.strides, held.dst.strides + held.dst.ndim), code});
-    return code;
+                                     std::vector<int64_t>(held.dst.strides, held.dst.strides + held.dst.ndim), code,
+                                     nullptr});
+    return &entry.programs.back();
 }
 
 // repeated(op, data, a, b, c, out, engine) -> the result, or None (a miss): see the top of this file.
@@ -273,31 +311,42 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
         const Extent a = extent_of(held.src), b = extent_of(held.dst);
         fits = a.low + a.bytes <= b.low || b.low + b.bytes <= a.low;
     }
-    std::shared_ptr<const std::vector<int64_t>> code;
+    Program* program = nullptr;
     if (fits) {
         const int src_align = align_of(held.src), dst_align = align_of(held.dst);
-        for (const Program& program : entry.programs)
-            if (program.src_align == src_align && program.dst_align == dst_align && program.stream == stream &&
-                same_strides(program.out_strides, held.dst)) {
-                code = program.code;
+        for (Program& known : entry.programs)
+            if (known.src_align == src_align && known.dst_align == dst_align && known.stream == stream &&
+                same_strides(known.out_strides, held.dst)) {
+                program = &known;
                 break;
             }
     }
-    if (code == nullptr && fits) {
+    if (program == nullptr && fits) {
         // out='s strides must be those of a program kept: the Python path's checks (an out whose elements
         // overlap is refused there) have passed for them; only the alignment or the stream mode is new
         bool known = false;
-        for (const Program& program : entry.programs) known = known || same_strides(program.out_strides, held.dst);
-        if (known) code = planned(entry, held, stream);
+        for (const Program& kept : entry.programs) known = known || same_strides(kept.out_strides, held.dst);
+        if (known) program = planned(entry, held, stream);
     }
-    if (code == nullptr) {
+    if (program == nullptr) {
         Py_DECREF(result);
         Py_RETURN_NONE;
     }
-    PyObject* ran = run_program(code->data(), (Py_ssize_t)code->size(), held.src, held.dst, threads, run_mode);
-    if (ran == nullptr) return Py_DECREF(result), nullptr;
-    Py_DECREF(ran);
-    return result;
+    const Extent src = extent_of(held.src), dst = extent_of(held.dst);
+    if (program->prepared == nullptr || program->prepared->run_mode != run_mode)
+        program->prepared = prepare(*program->code, src, dst, run_mode);
+    // (held by this run: the table may be emptied while it runs without the GIL)
+    const std::shared_ptr<const Prepared> prepared = program->prepared;
+    const std::shared_ptr<const std::vector<int64_t>> code = program->code;
+    if (prepared->steps.empty()) {  // a program with tables, or one run() refuses (with its error)
+        PyObject* ran = run_program(code->data(), (Py_ssize_t)code->size(), held.src, held.dst, threads, run_mode);
+        if (ran == nullptr) return Py_DECREF(result), nullptr;
+        Py_DECREF(ran);
+        return result;
+    }
+    Job job{0, prepared->steps.data(), (int)prepared->steps.size(), prepared->total, src.low, dst.low, prepared->stream, 1};
+    Py_BEGIN_ALLOW_THREADS run_job(job, threads);
+    Py_END_ALLOW_THREADS return result;
 }
 
 // remember(op, a, b, c, engine, data, out, program, stream, allocate): `program`, lowered for `stream`,
@@ -347,7 +396,8 @@ PyObject* py_remember(PyObject*, PyObject* args) {
     const int64_t* words = static_cast<const int64_t*>(program.buf);
     entry.programs.push_back(Program{src_align, dst_align, stream,
                                      std::vector<int64_t>(held.dst.strides, held.dst.strides + held.dst.ndim),
-                                     std::make_shared<const std::vector<int64_t>>(words, words + program.len / 8)});
+                                     std::make_shared<const std::vector<int64_t>>(words, words + program.len / 8),
+                                     nullptr});
     Py_RETURN_TRUE;
 }
 
