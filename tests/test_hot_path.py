@@ -2,7 +2,7 @@
 
 A NumPy call's recipe is keyed by (op, parameters, engine, shape, strides,
 dtype); from its second call a kept ``engine="auto"`` recipe of
-``REPEAT_NATIVE_MIN_BYTES`` or more runs on the compiled core with its
+``REPEAT_NATIVE_MIN_BYTES`` or more (any size) runs on the compiled core with its
 programs kept by the recipe (``native_engine.Planned``), keyed further by the
 arrays' alignments, ``out``'s strides and the streaming mode; the thread count
 is read at each call. Each test here changes one of those between repeated
@@ -89,20 +89,23 @@ def test_a_repeated_call_runs_on_the_core_from_its_second_call(case, shape, reco
         np.testing.assert_array_equal(result, _expected(op, args, x))
 
 
-def test_small_calls_and_forced_engines_stay_off_the_core(recorded):
+def test_forced_numpy_stays_off_the_core_and_small_repeats_go_to_it(recorded):
     op, args = S2D
     small = _values((1, 2, 8, 8), np.float32)  # 512 bytes
-    assert small.nbytes < route.REPEAT_NATIVE_MIN_BYTES
+    assert small.nbytes >= route.REPEAT_NATIVE_MIN_BYTES
     x = _values((1, 4, 16, 16), np.float32)
     for _ in range(3):
-        np.testing.assert_array_equal(dm.space_to_depth(small, *args), _expected(op, args, small))
         np.testing.assert_array_equal(dm.space_to_depth(x, *args, engine="numpy"), _expected(op, args, x))
-    # a new shape's first call is the core's, which plans it for less than the Python side would; the small
-    # array's repeated calls and engine="numpy"'s never are
-    assert recorded.runs == [] and [op for op, _, _ in recorded.calls] == [2]
+    assert recorded.runs == [] and recorded.calls == []  # engine="numpy": never the core
+    for _ in range(3):
+        np.testing.assert_array_equal(dm.space_to_depth(small, *args), _expected(op, args, small))
+    # a new shape's first call is the core's, which plans it for less than the Python side would; a small
+    # array's repeats are the core's too, from the second call (the third the core's alone, which this
+    # recording core leaves to the Python side)
+    assert len(recorded.runs) == 2 and [op for op, _, _ in recorded.calls] == [2]
     for _ in range(3):  # engine="native": the core from the first call (planned there), then its recipe
         np.testing.assert_array_equal(dm.space_to_depth(x, *args, engine="native"), _expected(op, args, x))
-    assert len(recorded.calls) == 2 and len(recorded.runs) == 2
+    assert len(recorded.calls) == 2 and len(recorded.runs) == 4
 
 
 @pytest.mark.parametrize("case, shape", CASES, ids=IDS)

@@ -170,7 +170,7 @@ class TorchRecipe(ForeignRecipe):
             self.fast = _torch_formula(call, data)
             if (data.device.type == "cpu" and facts.view and facts.core and type(data) is sys.modules["torch"].Tensor
                     and not _pixel_shuffle(call, data) and not data.is_conj() and not data.is_neg()
-                    and data.numel() * data.element_size() >= route.REPEAT_NATIVE_MIN_BYTES
+                    and data.numel() * data.element_size() >= route.TORCH_REPEAT_NATIVE_MIN_BYTES
                     and str(data.dtype).rpartition(".")[2] in libraries.NUMPY_DTYPES_OF_TORCH):
                 self.fast = _torch_core(call, data, self.fast)
 

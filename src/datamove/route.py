@@ -39,7 +39,7 @@ from typing import List, NamedTuple
 from .errors import DataMoveError
 
 __all__ = ["Facts", "Route", "route", "able", "own_ops", "ENGINES", "NATIVE_MIN_BYTES", "REPEAT_NATIVE_MIN_BYTES",
-           "TRITON_MIN_BYTES", "PALLAS_MIN_BYTES"]
+           "TORCH_REPEAT_NATIVE_MIN_BYTES", "TRITON_MIN_BYTES", "PALLAS_MIN_BYTES"]
 
 #: Every engine name, in the order ``"auto"`` tries them.
 ENGINES = ("numpy", "native", "array_api", "triton", "pallas")
@@ -48,11 +48,18 @@ ENGINES = ("numpy", "native", "array_api", "triton", "pallas")
 NATIVE_MIN_BYTES = 1 << 17
 #: From this many input bytes a NumPy call with ``engine="auto"`` that repeats (its recipe kept,
 #: :mod:`datamove.recipes`) runs on the compiled core from its second call, below
-#: ``NATIVE_MIN_BYTES`` too: its program made once, the core's run costs less than NumPy's strided copy.
-#: Float32, repeated calls, same process, in turns (a loaded 2-core AMD EPYC): SpaceToDepth 4 KiB 9.0
-#: against 13.7 us, 64 KiB 23 against 77; BatchToSpace with crops 4 KiB 16 against 23, 64 KiB 34 against
-#: 206; at 1 KiB NumPy's copy was as fast or faster (SpaceToDepth 7.9 against 12.6 us).
-REPEAT_NATIVE_MIN_BYTES = 4 << 10
+#: ``NATIVE_MIN_BYTES`` too: its program made once, the core's run costs less than NumPy's strided copy,
+#: and from its third call the core runs it alone (``src/native/core/repeat.cpp``), which pays at every
+#: size. Float32, repeated, timeit, same process, in turns (2-core AMD EPYC), NumPy's way -> the core's:
+#: SpaceToDepth 16 bytes 7.0 -> 1.9-2.0 us into a new array and 8.5-8.6 -> 1.3 us into out=; 1 KiB 5.6-5.8
+#: -> 2.1-2.2 and 9.7-9.8 -> 1.5 us (the NumPy idiom: 2.1 and 3.6 us); BatchToSpace with crops of 1 KiB
+#: 10.4-10.5 -> 4.7-4.8 us.
+REPEAT_NATIVE_MIN_BYTES = 1
+#: The same for a PyTorch CPU tensor below ``NATIVE_MIN_BYTES`` (whose repeats the Python side runs, through
+#: NumPy views): float32, in turns (a loaded 2-core AMD EPYC): SpaceToDepth 4 KiB 9.0 against 13.7 us,
+#: 64 KiB 23 against 77; BatchToSpace with crops 4 KiB 16 against 23, 64 KiB 34 against 206; at 1 KiB
+#: NumPy's copy was as fast or faster (SpaceToDepth 7.9 against 12.6 us).
+TORCH_REPEAT_NATIVE_MIN_BYTES = 4 << 10
 #: From this many bytes a CUDA array runs on the GPU kernel: below it a launch's host cost (about 55 us,
 #: half of it Triton's launcher) is more than the kernel saves over PyTorch's own ops.
 TRITON_MIN_BYTES = 64 << 20
