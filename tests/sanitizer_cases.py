@@ -3,8 +3,9 @@ in a process of its own with the sanitizer runtime preloaded (``python sanitizer
 level DATAMOVE_ISA names: any out-of-bounds access, overflow or other undefined behaviour aborts it.
 
 It runs the native tests' tile sweep and random calls (tests/test_native_engine.py's ``_sweep``: plain and
-streamed), the guard-page cases' calls, and the safety tests' crafted programs (each refused before a byte
-moves), all against the sanitized core, bit for bit against the NumPy engine. Prints the level and the calls.
+streamed), the guard-page cases' calls, repeated calls through the core's own table (core/repeat.cpp), and
+the safety tests' crafted programs (each refused before a byte moves), all against the sanitized core, bit
+for bit against the NumPy engine. Prints the level, the calls, the repeated calls and the programs refused.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def main(path: str) -> int:
     # the guard-page cases against plain heap memory, which AddressSanitizer guards with its redzones
     guard_page_cases.guarded = lambda nbytes, at_end: np.empty(nbytes, np.uint8)
     compared += guard_page_cases.count_calls()
+    repeats = _repeats(core)
     refused = 0
     import test_core_safety as safety
     for name in sorted(safety.FITTING):
@@ -54,8 +56,56 @@ def main(path: str) -> int:
                 core.run(safety._program((pattern, word, block, lo, hi, s, d, loops)), src, dst, 1, 0)
             except ValueError:
                 refused += 1
-    print(core.ISA, compared, refused)
+    print(core.ISA, compared, repeats, refused)
     return 0
+
+
+def _repeats(core) -> int:
+    """Repeated calls through the sanitized core's own table (core/repeat.cpp): each call made until its
+    programs are kept, then again at every alignment and into out= at every alignment, bit for bit against
+    the NumPy engine; and a program kept that does not fit its arrays, refused."""
+    import datamove as dm
+    from datamove import ops, recipes, threads
+    from datamove.engines import native_engine
+
+    core.repeat_setup(np.ndarray, threads.__dict__, vars(native_engine))
+    ops._repeated = core.repeated
+    recipes.RECIPES.clear()
+    rng = np.random.default_rng(7)
+    calls = [("space_to_depth", ("blocks_first", 2), (1, 4, 16, 16)), ("depth_to_space", ("depth_first", 2), (1, 16, 8, 8)),
+             ("space_to_depth", ("depth_first", 3), (2, 3, 9, 12)),
+             ("batch_to_space", ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1]), (4, 4, 8, 8)),
+             ("space_to_batch", ([1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0]), (1, 4, 16, 16)),
+             ("space_to_batch", ([1, 2, 2], [0, 1, 1], [0, 1, 1]), (2, 30, 30))]
+    compared = 0
+    for op, args, shape in calls:
+        for dtype in (np.uint8, np.int16, np.float32, np.float64):
+            base = rng.integers(0, 100, size=shape).astype(dtype)
+            want = getattr(dm, op)(base, *args, engine="numpy")
+            buffer = np.zeros(base.nbytes + 64, np.uint8)
+            outs = np.zeros(want.nbytes + 64, np.uint8)
+            for offset in range(0, 65, base.itemsize):
+                data = buffer[offset:offset + base.nbytes].view(dtype).reshape(shape)
+                data[...] = base
+                out = outs[offset:offset + want.nbytes].view(dtype).reshape(want.shape)
+                for _ in range(3):
+                    assert np.array_equal(getattr(dm, op)(data, *args), want), (op, dtype, offset)
+                    assert np.array_equal(getattr(dm, op)(data, *args, out=out), want), (op, dtype, offset)
+                    compared += 2
+    recipes.RECIPES.clear()  # (the table with them: nothing kept for the program below to hide behind)
+    native_engine.STREAM_BYTES = 1 << 62  # (its stream mode, 0: none planned for another in its place)
+    op, args, shape = calls[0]
+    x = np.zeros(shape, np.float32)
+    out = np.zeros((1, 16, 8, 8), np.float32)
+    assert core.remember(op, *args, "channels_first", "auto", x, out, b"\x01" + bytes(7), 0, np.empty)
+    try:
+        core.repeated(op, x, *args, "channels_first", out, "auto")
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a kept program that does not fit its arrays ran")
+    recipes.RECIPES.clear()
+    return compared
 
 
 if __name__ == "__main__":

@@ -178,7 +178,9 @@ struct Entry {
 constexpr size_t kMaxEntries = 1024;
 constexpr size_t kMaxPrograms = 32;
 
-std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash>* table = nullptr;
+// (shared: a repeat holds its entry while np.empty or outputs.allocate runs, during which another thread
+// may empty the table)
+std::unordered_map<Key, std::shared_ptr<Entry>, KeyHash>* table = nullptr;
 
 // The stream mode and run mode of an output of `bytes`, as native_engine.Planned reads them at each call
 // (its module's STREAM_BYTES, REGISTER_STREAM_BYTES and RUN_MODES: a test may set them); false where one
@@ -222,6 +224,26 @@ bool same_strides(const std::vector<int64_t>& strides, const Py_buffer& view) {
     return true;
 }
 
+// `code` kept for these arrays' alignments, out's strides and a stream mode (an entry's programs past
+// kMaxPrograms: it starts again empty).
+Program* keep(Entry& entry, const Py_buffer& src, const Py_buffer& dst, int stream,
+              std::shared_ptr<const std::vector<int64_t>> code) {
+    if (entry.programs.size() >= kMaxPrograms) entry.programs.clear();
+    entry.programs.push_back(Program{align_of(src), align_of(dst), stream,
+                                     std::vector<int64_t>(dst.strides, dst.strides + dst.ndim), std::move(code), nullptr});
+    return &entry.programs.back();
+}
+
+// The program an entry keeps for these arrays' alignments, out's strides and a stream mode (null: none).
+Program* kept_for(Entry& entry, const Py_buffer& src, const Py_buffer& dst, int stream) {
+    const int src_align = align_of(src), dst_align = align_of(dst);
+    for (Program& known : entry.programs)
+        if (known.src_align == src_align && known.dst_align == dst_align && known.stream == stream &&
+            same_strides(known.out_strides, dst))
+            return &known;
+    return nullptr;
+}
+
 // A buffer's view of an object, or false with no error set.
 bool view_of(PyObject* array, Py_buffer* view, int flags) {
     if (PyObject_GetBuffer(array, view, flags) == 0) return true;
@@ -263,12 +285,7 @@ Program* planned(Entry& entry, const Held& held, int stream) {
     dm::planner::layout_from(held.src, &src), dm::planner::layout_from(held.dst, &dst);
     std::vector<int64_t> program;
     if (!dm::planner::program_of(&entry.call, src, dst, stream, &program)) return nullptr;
-    auto code = std::make_shared<const std::vector<int64_t>>(std::move(program));
-    if (entry.programs.size() >= kMaxPrograms) entry.programs.clear();
-    entry.programs.push_back(Program{align_of(held.src), align_of(held.dst), stream,
-                                     std::vector<int64_t>(held.dst.strides, held.dst.strides + held.dst.ndim), code,
-                                     nullptr});
-    return &entry.programs.back();
+    return keep(entry, held.src, held.dst, stream, std::make_shared<const std::vector<int64_t>>(std::move(program)));
 }
 
 // repeated(op, data, a, b, c, out, engine) -> the result, or None (a miss): see the top of this file.
@@ -289,7 +306,8 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
         Py_RETURN_NONE;
     auto found = table->find(key);
     if (found == table->end()) Py_RETURN_NONE;
-    Entry& entry = *found->second;
+    const std::shared_ptr<Entry> held_entry = found->second;
+    Entry& entry = *held_entry;
     int stream, run_mode;
     const int threads = threads_now();
     if (threads == 0 || !stream_of(entry.out_bytes, &stream, &run_mode)) Py_RETURN_NONE;
@@ -311,16 +329,7 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
         const Extent a = extent_of(held.src), b = extent_of(held.dst);
         fits = a.low + a.bytes <= b.low || b.low + b.bytes <= a.low;
     }
-    Program* program = nullptr;
-    if (fits) {
-        const int src_align = align_of(held.src), dst_align = align_of(held.dst);
-        for (Program& known : entry.programs)
-            if (known.src_align == src_align && known.dst_align == dst_align && known.stream == stream &&
-                same_strides(known.out_strides, held.dst)) {
-                program = &known;
-                break;
-            }
-    }
+    Program* program = fits ? kept_for(entry, held.src, held.dst, stream) : nullptr;
     if (program == nullptr && fits) {
         // out='s strides must be those of a program kept: the Python path's checks (an out whose elements
         // overlap is refused there) have passed for them; only the alignment or the stream mode is new
@@ -374,7 +383,7 @@ PyObject* py_remember(PyObject*, PyObject* args) {
     auto found = table->find(key);
     if (found == table->end()) {
         if (table->size() >= kMaxEntries) table->clear();
-        auto entry = std::make_unique<Entry>();
+        auto entry = std::make_shared<Entry>();
         entry->dtype = Py_NewRef(held.dtype);
         entry->out_shape = PyObject_GetAttr(out, settings.s_shape);
         if (entry->out_shape == nullptr) return nullptr;
@@ -387,17 +396,9 @@ PyObject* py_remember(PyObject*, PyObject* args) {
     Entry& entry = *found->second;
     if ((int)entry.out_dims.size() != held.dst.ndim || !std::equal(entry.out_dims.begin(), entry.out_dims.end(), held.dst.shape))
         Py_RETURN_FALSE;  // (not the output this layout's call makes: nothing kept)
-    const int src_align = align_of(held.src), dst_align = align_of(held.dst);
-    for (const Program& known : entry.programs)
-        if (known.src_align == src_align && known.dst_align == dst_align && known.stream == stream &&
-            same_strides(known.out_strides, held.dst))
-            Py_RETURN_TRUE;
-    if (entry.programs.size() >= kMaxPrograms) entry.programs.clear();
+    if (kept_for(entry, held.src, held.dst, stream) != nullptr) Py_RETURN_TRUE;
     const int64_t* words = static_cast<const int64_t*>(program.buf);
-    entry.programs.push_back(Program{src_align, dst_align, stream,
-                                     std::vector<int64_t>(held.dst.strides, held.dst.strides + held.dst.ndim),
-                                     std::make_shared<const std::vector<int64_t>>(words, words + program.len / 8),
-                                     nullptr});
+    keep(entry, held.src, held.dst, stream, std::make_shared<const std::vector<int64_t>>(words, words + program.len / 8));
     Py_RETURN_TRUE;
 }
 
@@ -425,7 +426,7 @@ PyObject* py_repeat_setup(PyObject*, PyObject* args) {
         }};
         for (const auto& [slot, name] : names)
             if ((*slot = PyUnicode_InternFromString(name)) == nullptr) return nullptr;
-        table = new (std::nothrow) std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash>();
+        table = new (std::nothrow) std::unordered_map<Key, std::shared_ptr<Entry>, KeyHash>();
         if (table == nullptr) return PyErr_NoMemory();
     }
     Py_XSETREF(settings.ndarray, Py_NewRef(ndarray));
