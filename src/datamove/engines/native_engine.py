@@ -427,9 +427,7 @@ class Planned:
                 return out
             found = self.programs.put(key, found)
         native.run(found, data, out, threads.get_num_threads(), RUN_MODES[stream])
-        if self.repeats is not None:
-            op, a, b, c, engine, allocate = self.repeats
-            native.remember(op, a, b, c, engine, data, out, found, stream, allocate)
+        self._remember(native, data, out, found, stream)
         return out
 
     def __call__(self, data: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -449,10 +447,14 @@ class Planned:
             if copy is not data:  # a copy of another layout than the one planned: the general path
                 return run(self.call, copy, out)
         native.run(made, data, out, threads.get_num_threads(), RUN_MODES[stream])
+        self._remember(native, data, out, made, stream)
+        return out
+
+    def _remember(self, native: ModuleType, data: np.ndarray, out: np.ndarray, program: bytes, stream: int) -> None:
+        """A kept recipe's program, just run: handed to the core for the call's repeats (``repeat.cpp``)."""
         if self.repeats is not None:
             op, a, b, c, engine, allocate = self.repeats
-            native.remember(op, a, b, c, engine, data, out, made, stream, allocate)
-        return out
+            native.remember(op, a, b, c, engine, data, out, program, stream, allocate)
 
     def _made(self, key: Any, data: np.ndarray, out: np.ndarray, src: int, dst: int, stream: int) -> Optional[bytes]:
         """The program for a new key (None for an empty output: nothing to run)."""
