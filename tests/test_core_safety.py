@@ -348,8 +348,8 @@ def test_the_core_under_address_and_undefined_behaviour_sanitizers(sanitized_cor
            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
     result = subprocess.run([sys.executable, script, path], capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, (result.returncode, result.stderr[-4000:])
-    # (repeats: 6 calls, 4 dtypes at every item offset in a line (65 + 33 + 17 + 9), each 3 times new and into out=)
-    assert result.stdout.split() == [level, str(2 * 280 + 1008), str(6 * 124 * 3 * 2), "26"], result.stdout
+    # (repeats: 7 calls, 4 dtypes at every item offset in a line (65 + 33 + 17 + 9), each 3 times new and into out=)
+    assert result.stdout.split() == [level, str(2 * 280 + 1008), str(7 * 124 * 3 * 2), "26"], result.stdout
 
 
 @pytest.mark.parametrize("nbytes", [0, 1, 3, 65535, 65536, 65537, 3 * 65536 + 5, 1 << 21])

@@ -13,6 +13,7 @@ the answer through ``datamove`` against the specs' formulas (tests/reference.py)
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -254,6 +255,110 @@ def test_remember_keeps_only_what_it_can_repeat():
     assert core.remember(op, *given, "auto", x, out, b"\x01" + bytes(7), 0, np.empty) is True
     with pytest.raises(ValueError, match="malformed"):
         core.repeated(op, x, *given, out, "auto")
+
+
+def test_arrays_are_read_and_made_as_numpy_lays_them_out():
+    """The core reads an ndarray's fields directly and makes new results with NumPy's own allocator (its C API's
+    PyArray_NewFromDescr); repeat_setup checked both on this NumPy. A result is then what np.empty makes: its
+    own C-contiguous, writable memory of the input's dtype object, and no reference to that dtype is lost or
+    leaked by the stolen reference NumPy takes."""
+    assert _core().repeat_facts() == (True, True)
+    op, given, args, shape = S2D
+    for dtype in (np.float32, np.dtype(">i2"), np.dtype([("a", "u1"), ("b", "<f4")]), np.complex128):
+        x = np.zeros(shape, dtype)
+        if x.dtype.names is None:
+            x = _values(shape, dtype)
+        want = _expected(op, args, x)
+        _kept(op, args, x)
+        before = sys.getrefcount(x.dtype)
+        results = [_core().repeated(op, x, *given, None, "auto") for _ in range(200)]
+        held = sys.getrefcount(x.dtype)  # (not inside assert: pytest's rewriting holds the dtype once more)
+        assert held == before + 200  # each result holds it once
+        for got in results[::50]:
+            assert type(got) is np.ndarray and got.dtype is x.dtype and got.base is None
+            assert got.flags.owndata and got.flags.c_contiguous and got.flags.writeable and got.flags.aligned
+            assert got.strides == np.empty(want.shape, dtype).strides
+            np.testing.assert_array_equal(got, want)
+        del results, got
+        after = sys.getrefcount(x.dtype)
+        assert after == before
+
+
+def test_an_axis_of_one_item_keeps_its_own_stride():
+    """NumPy's buffer view may report a stride of its own on an axis of one item; the core keys and runs a
+    layout by the array's own strides, as the Python side plans it: such a layout repeats, and right."""
+    op, given, args, shape = S2D
+    base = _values((1, 4, 16, 16))
+    x = np.lib.stride_tricks.as_strided(base, strides=(12345 * 4,) + base.strides[1:])
+    out = np.lib.stride_tricks.as_strided(np.empty((1, 16, 8, 8), np.float32), strides=(4 * 999,) + (256, 32, 4))
+    want = _expected(op, args, base)
+    _kept(op, args, x)
+    _kept(op, args, x, out=out)
+    np.testing.assert_array_equal(_core().repeated(op, x, *given, None, "auto"), want)
+    out[...] = -1
+    assert _core().repeated(op, x, *given, out, "auto") is out
+    np.testing.assert_array_equal(out, want)
+
+
+def test_without_the_checks_of_repeat_setup_repeats_miss_or_allocate_by_np_empty():
+    """repeat_setup turns repeats off where arrays' fields do not read as its probes' buffer views say (here:
+    no read-only probe to check the writable flag by), and allocates by np.empty where NumPy's C API is not
+    found; the answers stay right."""
+    op, given, args, shape = S2D
+    x = _values(shape)
+    want = _expected(op, args, x)
+    core = _core()
+    from datamove import threads
+    try:
+        core.repeat_setup(np.ndarray, threads.__dict__, vars(native_engine), (np.empty((2, 3)),), np.empty, None)
+        assert core.repeat_facts() == (False, False)
+        np.testing.assert_array_equal(_kept(op, args, x), want)
+        assert core.repeated(op, x, *given, None, "auto") is None
+        readonly = np.zeros(3)
+        readonly.flags.writeable = False
+        core.repeat_setup(np.ndarray, threads.__dict__, vars(native_engine), (np.empty((2, 3)), readonly), np.empty, None)
+        assert core.repeat_facts() == (True, False)
+        recipes.RECIPES.clear()
+        np.testing.assert_array_equal(_kept(op, args, x), want)
+        got = core.repeated(op, x, *given, None, "auto")
+        assert got is not None and got.flags.owndata and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want)
+    finally:
+        native_engine.setup_repeats(core)
+    assert core.repeat_facts() == (True, True)
+
+
+# Small images, whose programs' steps merge into one of units from a table (BatchToSpace with crops, 4- and
+# 8-byte words), or come with tables of their own (SpaceToBatch with pads of many small images): the core
+# keeps those tables with the program (Prepared), made once; others for comparison.
+_SMALL_IMAGES = [
+    ("batch_to_space", ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), (4, 4, 8, 8)),
+    ("batch_to_space", ([1, 1, 2, 2], [0, 0, 0, 1], [0, 0, 1, 0]), (16, 3, 6, 6)),
+    ("batch_to_space", ([1, 1, 3, 3], [0, 0, 1, 2], [0, 0, 2, 1]), (9, 2, 7, 7)),
+    ("space_to_batch", ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]), (64, 8, 10, 10)),
+    ("space_to_batch", ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 1, 2]), (32, 16, 20, 18)),
+    ("space_to_batch", ([1, 1, 3, 3], [0, 0, 1, 2], [0, 0, 2, 1]), (16, 16, 12, 12)),
+    ("space_to_depth", ("blocks_first", 2), (2, 3, 6, 6)),
+    ("depth_to_space", ("depth_first", 3), (2, 18, 5, 5)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+@pytest.mark.parametrize("op, args, shape", _SMALL_IMAGES)
+def test_small_images_repeat_with_their_tables(op, args, shape, dtype):
+    x = _values(shape, dtype)
+    want = _expected(op, args, x)
+    given = (*args, "channels_first") if op.endswith("depth") or op.startswith("depth") else args
+    for _ in range(6):  # new results at the alignments malloc gives (one the core has no program for: a miss)
+        np.testing.assert_array_equal(getattr(dm, op)(x, *args), want)
+    buffer = np.empty(want.size + 16, dtype)
+    for offset in range(0, 16, 3):  # out= at several alignments (each a program kept, then repeated)
+        out = buffer[offset:offset + want.size].reshape(want.shape)
+        out[...] = -1
+        _kept(op, args, x, out=out)
+        out[...] = -1
+        assert _core().repeated(op, x, *given, out, "auto") is out
+        np.testing.assert_array_equal(out, want)
 
 
 def test_the_table_is_bounded_and_stays_right():

@@ -67,6 +67,10 @@ bool streams(Step* steps, int nsteps, const char* dst, bool registers = false);
 struct Table;
 bool merge_units(Step* steps, int* nsteps, Table** table);
 void free_table(Table* table);
+// A copy of a table at its own size (its words and the slack after them; merge_units' holds kMergedWords,
+// 16 KiB), for a program kept (repeat.cpp); null where memory is short. free_compact_table frees it.
+Table* compact_table(const Table* table);
+void free_compact_table(Table* table);
 // The tables of the UNITS steps a program gives (their entries after their loops): false where memory is
 // short (then free_given_tables, and no run). free_given_tables frees them once the program has run.
 bool given_tables(Step* steps, int nsteps);

@@ -27,6 +27,7 @@ straight from registers.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import warnings
@@ -76,8 +77,7 @@ def core() -> ModuleType:
                 if STREAM_BYTES is None:
                     STREAM_BYTES = module.cache_bytes() or 1 << 25  # read in C++: sysfs from Python cost 0.5 ms of a first call
                 RUN_MODES = (0, 1, 2) if getattr(module, "STAGED_STREAMS", True) else (0, 1, 1)
-                if hasattr(module, "repeat_setup"):
-                    module.repeat_setup(np.ndarray, threads.__dict__, globals())
+                setup_repeats(module)
                 _native = module
                 return module
     raise ImportError(
@@ -87,6 +87,29 @@ def core() -> ModuleType:
         "'DATAMOVE_BUILD_CORE=required pip install --force-reinstall --no-deps .' in the source tree "
         "('python -m datamove info' says whether it loaded)"
     )
+
+
+def setup_repeats(module: ModuleType) -> None:
+    """Tell a core (this one, or a test's build) where a repeated call's settings are, and how to read and
+    make NumPy's arrays: probes of each kind it reads, np.empty, and NumPy's C API capsule, whose allocator
+    makes a new result without np.empty's argument parsing (``src/native/core/repeat.cpp``)."""
+    if not hasattr(module, "repeat_setup"):
+        return
+    strided = np.empty((3, 4, 5), np.int16)[::2, ::-1, 1:]
+    readonly = np.arange(6.0).reshape(2, 3)
+    readonly.flags.writeable = False
+    probes = (np.empty((2, 3), np.float32), strided, readonly, np.empty((), np.uint8))
+    module.repeat_setup(np.ndarray, threads.__dict__, globals(), probes, np.empty, _array_api())
+
+
+def _array_api() -> Any:
+    """NumPy's C API capsule (``_ARRAY_API``: what its headers' ``import_array`` reads), or None."""
+    for name in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):  # NumPy 2, then 1
+        try:
+            return getattr(importlib.import_module(name), "_ARRAY_API", None)
+        except ImportError:
+            continue
+    return None
 
 
 def repeated_calls() -> Optional[Callable[..., Any]]:

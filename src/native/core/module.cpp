@@ -268,8 +268,13 @@ PyMethodDef methods[] = {
      "this validated call of a kept recipe, for repeated(); allocate makes its new results."},
     {"forget", py_forget, METH_NOARGS, "forget(): every call remembered forgotten."},
     {"repeat_setup", py_repeat_setup, METH_VARARGS,
-     "repeat_setup(ndarray, threads_dict, engine_dict): the array type repeated() takes, and the module dicts "
-     "whose settings it reads at each call (datamove.threads', datamove.engines.native_engine's)."},
+     "repeat_setup(ndarray, threads_dict, engine_dict, probes, empty, api): the array type repeated() takes, the "
+     "module dicts whose settings it reads at each call (datamove.threads', datamove.engines.native_engine's), "
+     "probe arrays (writable and read-only) its reads of arrays are checked on, np.empty, and NumPy's C API "
+     "capsule (or None), whose allocator makes the results np.empty would."},
+    {"repeat_facts", py_repeat_facts, METH_NOARGS,
+     "repeat_facts() -> (fields_read, direct): whether repeat_setup found arrays' fields as NumPy lays them out "
+     "(else every repeat misses), and whether new results are allocated by NumPy's C API (else by np.empty)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -288,6 +288,20 @@ bool merge_units(Step* steps, int* nsteps, Table** table) {
 
 void free_table(Table* table) { delete static_cast<OwnTable*>(table); }  // (merge_units': an OwnTable)
 
+Table* compact_table(const Table* table) {
+    Table* t = new (std::nothrow) Table(*table);
+    int32_t* words = t ? new (std::nothrow) int32_t[table->words + kTableSlack] : nullptr;
+    if (words == nullptr) return delete t, nullptr;
+    std::copy(table->at, table->at + table->words + kTableSlack, words);
+    t->at = words;
+    return t;
+}
+
+void free_compact_table(Table* table) {
+    delete[] table->at;
+    delete table;
+}
+
 bool given_tables(Step* steps, int nsteps) {
     bool ok = true;
     for (int s = 0; s < nsteps; ++s) {

@@ -15,8 +15,17 @@
 namespace {
 
 // ---- the settings a repeated call reads at each call, where Python keeps them (repeat_setup) ----
+// NumPy's PyArray_NewFromDescr (its C API's slot 94, unchanged since NumPy 1.0): a new result allocated
+// without np.empty's argument parsing. Steals a reference to the dtype.
+using NewFromDescr = PyObject* (*)(PyTypeObject*, PyObject*, int, const Py_ssize_t*, const Py_ssize_t*, void*, int,
+                                   PyObject*);
+constexpr int kNewFromDescrSlot = 94;
+
 struct Settings {
     PyObject* ndarray = nullptr;  // numpy.ndarray: exact instances only
+    bool fields_read = false;     // whether arrays' fields read as NumPy lays them out (checked by repeat_setup)
+    PyObject* empty = nullptr;    // numpy.empty: a result it would allocate is allocated by new_from_descr
+    NewFromDescr new_from_descr = nullptr;  // (null: np.empty is called; repeat_setup checked it)
     PyObject* threads = nullptr;  // datamove.threads.__dict__: "_threads" (set_num_threads')
     PyObject* engine = nullptr;   // datamove.engines.native_engine.__dict__: STREAM_BYTES, REGISTER_STREAM_BYTES, RUN_MODES
     PyObject *s_dtype, *s_shape, *s_threads, *s_stream_bytes, *s_register_bytes, *s_run_modes, *s_loaded, *s_core_plans;
@@ -24,6 +33,47 @@ struct Settings {
     PyObject *s_space_to_depth, *s_depth_to_space, *s_batch_to_space, *s_space_to_batch;
     PyObject *s_blocks_first, *s_depth_first, *s_auto, *s_native, *s_channels_first;
 } settings;
+
+// ---- NumPy's array object, read without NumPy's headers (the core builds without them) ----
+// An exact numpy.ndarray begins as NumPy's C API lays it out (PyArrayObject_fields in ndarraytypes.h). The
+// API's macros (PyArray_DATA, PyArray_DIMS, PyArray_FLAGS...) compile to these very reads in every extension
+// built against NumPy since 1.7, which is what keeps the layout fixed; repeat_setup checks it against the
+// buffer protocol's view of probe arrays, and where it does not hold every repeat misses. A buffer view
+// (PyObject_GetBuffer and its release) cost about 0.1 us of a 4 KiB repeat's 1.7.
+struct ArrayFields {
+    PyObject_HEAD
+    char* data;
+    int nd;
+    Py_ssize_t* dimensions;
+    Py_ssize_t* strides;
+    PyObject* base;
+    PyObject* descr;  // the dtype object
+    int flags;
+};
+constexpr int kWriteable = 0x0400;  // NPY_ARRAY_WRITEABLE
+// NumPy's warn-on-write flag (NPY_ARRAY_WARN_ON_WRITE, 1 << 31: a view NumPy deprecates writing to): the
+// Python path's, which warns
+constexpr unsigned kWarnOnWrite = 1u << 31;
+
+const ArrayFields* fields(PyObject* array) { return reinterpret_cast<const ArrayFields*>(array); }
+
+// A view of an exact ndarray from its fields, as PyObject_GetBuffer(PyBUF_STRIDES) gives it, with no
+// release needed (obj null); itemsize and len are set once the dtype's item size is known (set_itemsize).
+void view_from_fields(PyObject* array, Py_buffer* view) {
+    const ArrayFields* a = fields(array);
+    *view = Py_buffer{};
+    view->buf = a->data;
+    view->ndim = a->nd;
+    view->shape = a->dimensions;
+    view->strides = a->strides;
+    view->readonly = (a->flags & kWriteable) == 0 || (static_cast<unsigned>(a->flags) & kWarnOnWrite) != 0;
+}
+
+void set_itemsize(Py_buffer* view, Py_ssize_t itemsize) {
+    Py_ssize_t len = itemsize;
+    for (int k = 0; k < view->ndim; ++k) len *= view->shape[k];
+    view->itemsize = itemsize, view->len = len;
+}
 
 bool same_str(PyObject* given, PyObject* name) {
     if (given == name) return true;
@@ -118,13 +168,26 @@ bool push_layout(const Py_buffer& view, PyObject* dtype, Key* key) {
 // ---- the table ----
 // A program parsed once for the layouts it was kept for (parse() checks it against their extents, which a
 // key's layouts share) and run mode: its steps, their cost, and whether its stores go around the cache
-// (streams(), which reads out's address modulo 64, also the key's). `steps` empty: a program with tables
-// (UNITS steps, given or merged), which run() parses at each run, as run_program does.
+// (streams(), which reads out's address modulo 64, also the key's). Its tables too (UNITS steps given with
+// theirs, or steps merged into one of units: small images), made as run_program makes them at each run;
+// they depend on the program alone (offsets from the arrays' lowest addresses), and the merged one is kept
+// at its own size (a thread's table is 16 KiB). BatchToSpace with crops of [4, 4, 8, 8] float32 into out=:
+// 4.7 us a repeat, 37% of it merge_units, when each repeat went through run_program. `steps` empty: a
+// program run() refuses (with its error), or memory short for its tables.
 struct Prepared {
     std::vector<Step> steps;
     int64_t total = 0;
     bool stream = false;
     int run_mode = 0;
+    Table* merged = nullptr;  // steps[0]'s, where steps were merged (compact_table)
+    bool given = false;       // the steps' given tables made (given_tables): freed with it
+    Prepared() = default;
+    Prepared(const Prepared&) = delete;
+    Prepared& operator=(const Prepared&) = delete;
+    ~Prepared() {
+        if (given) free_given_tables(steps.data(), (int)steps.size());
+        if (merged != nullptr) free_compact_table(merged);
+    }
 };
 
 struct Program {
@@ -145,17 +208,22 @@ std::shared_ptr<const Prepared> prepare(const std::vector<int64_t>& code, const 
     int nsteps = (int)p[0];
     int64_t total = 0;
     if (!parse(p, n, steps.data(), nsteps, &total, src.bytes, dst.bytes)) return prepared;  // (run() says why)
-    for (const Step& step : steps)
-        if (step.pattern == UNITS) return prepared;
-    Table* table = nullptr;
-    if (merge_units(steps.data(), &nsteps, &table)) {
-        free_table(table);
+    if (!given_tables(steps.data(), nsteps)) {
+        free_given_tables(steps.data(), nsteps);
         return prepared;
+    }
+    Table* table = nullptr;
+    if (merge_units(steps.data(), &nsteps, &table)) {  // (never with given tables: merge_units takes no UNITS step)
+        prepared->merged = compact_table(table);
+        free_table(table);
+        if (prepared->merged == nullptr) return prepared;  // (run_program: its own table, or no memory)
+        steps[0].table = prepared->merged;
     }
     steps.resize((size_t)nsteps);
     prepared->stream = run_mode != 0 && DM_HAVE_STREAM && streams(steps.data(), nsteps, dst.low, run_mode == 1);
     prepared->total = total;
     prepared->steps = std::move(steps);
+    prepared->given = true;
     return prepared;
 }
 
@@ -163,8 +231,10 @@ struct Entry {
     PyObject* dtype = nullptr;      // the input's (and so the output's) dtype, held
     PyObject* out_shape = nullptr;  // a tuple, what `allocate` takes
     PyObject* allocate = nullptr;   // the recipe's allocator of a new result: np.empty or outputs.allocate
-    std::vector<int64_t> out_dims;
+    std::vector<Py_ssize_t> out_dims;
     int64_t out_bytes = 0;
+    Py_ssize_t itemsize = 0;
+    bool direct = false;  // allocate is np.empty: its results made by settings.new_from_descr
     dm::planner::Call call;  // its op and parameters: the planner's, for an output of another alignment
     std::vector<Program> programs;
     Entry() = default;
@@ -268,15 +338,8 @@ PyObject* dtype_of(PyObject* array) {
 struct Held;
 Program* planned(Entry& entry, const Held& held, int stream);
 
-struct Held {  // what a call holds until it returns
+struct Held {  // the views of a call's arrays, read from their fields (view_from_fields: nothing to release)
     Py_buffer src{}, dst{};
-    bool has_src = false, has_dst = false;
-    PyObject* dtype = nullptr;
-    ~Held() {
-        if (has_dst) PyBuffer_Release(&dst);
-        if (has_src) PyBuffer_Release(&src);
-        Py_XDECREF(dtype);
-    }
 };
 
 Program* planned(Entry& entry, const Held& held, int stream) {
@@ -292,6 +355,18 @@ Program* planned(Entry& entry, const Held& held, int stream) {
     return keep(entry, held.src, held.dst, stream, std::make_shared<const std::vector<int64_t>>(std::move(program)));
 }
 
+// A new C-contiguous result for an entry: by NumPy's own allocator where np.empty would make it (the
+// same array, without parsing np.empty's arguments), else by the recipe's; null with the error set.
+PyObject* allocate(const Entry& entry) {
+    if (entry.direct) {
+        Py_INCREF(entry.dtype);  // (stolen)
+        return settings.new_from_descr(reinterpret_cast<PyTypeObject*>(settings.ndarray), entry.dtype,
+                                       (int)entry.out_dims.size(), entry.out_dims.data(), nullptr, nullptr, 0, nullptr);
+    }
+    PyObject* shape_dtype[2] = {entry.out_shape, entry.dtype};
+    return PyObject_Vectorcall(entry.allocate, shape_dtype, 2, nullptr);
+}
+
 // repeated(op, data, a, b, c, out, engine) -> the result, or None (a miss): see the top of this file.
 PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     if (nargs != 7) {
@@ -299,35 +374,35 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
         return nullptr;
     }
     PyObject *data = args[1], *out = args[5];
-    if (table == nullptr || table->empty() || (PyObject*)Py_TYPE(data) != settings.ndarray ||
+    if (table == nullptr || table->empty() || !settings.fields_read || (PyObject*)Py_TYPE(data) != settings.ndarray ||
         (out != Py_None && (PyObject*)Py_TYPE(out) != settings.ndarray) || !loaded(self))
         Py_RETURN_NONE;
     Key key;
     Held held;
     dm::planner::Call call;
-    if (!push_call(args[0], args[2], args[3], args[4], args[6], &key, &call) || (held.dtype = dtype_of(data)) == nullptr ||
-        !(held.has_src = view_of(data, &held.src, PyBUF_STRIDES)) || !push_layout(held.src, held.dtype, &key))
+    view_from_fields(data, &held.src);
+    PyObject* dtype = fields(data)->descr;  // (borrowed: data holds it)
+    if (!push_call(args[0], args[2], args[3], args[4], args[6], &key, &call) || !push_layout(held.src, dtype, &key))
         Py_RETURN_NONE;
     auto found = table->find(key);
     if (found == table->end()) Py_RETURN_NONE;
     const std::shared_ptr<Entry> held_entry = found->second;
     Entry& entry = *held_entry;
+    set_itemsize(&held.src, entry.itemsize);
     int stream, run_mode;
     const int threads = threads_now();
     if (threads == 0 || !stream_of(entry.out_bytes, &stream, &run_mode)) Py_RETURN_NONE;
     PyObject* result;
     if (out == Py_None) {
-        PyObject* shape_dtype[2] = {entry.out_shape, entry.dtype};
-        result = PyObject_Vectorcall(entry.allocate, shape_dtype, 2, nullptr);
+        result = allocate(entry);
         if (result == nullptr) return nullptr;  // (np.empty's MemoryError: the Python path would raise it too)
     } else {
-        PyObject* dtype = dtype_of(out);
-        Py_XDECREF(dtype);  // (held by out: its identity is all that is read)
-        if (dtype != entry.dtype) Py_RETURN_NONE;
+        if (fields(out)->descr != entry.dtype) Py_RETURN_NONE;
         result = Py_NewRef(out);
     }
-    held.has_dst = view_of(result, &held.dst, PyBUF_STRIDES | PyBUF_WRITABLE);
-    bool fits = held.has_dst && held.dst.ndim == (int)entry.out_dims.size();
+    view_from_fields(result, &held.dst);
+    set_itemsize(&held.dst, entry.itemsize);
+    bool fits = !held.dst.readonly && held.dst.ndim == (int)entry.out_dims.size();
     for (int k = 0; fits && k < held.dst.ndim; ++k) fits = held.dst.shape[k] == entry.out_dims[k];
     if (fits && out != Py_None) {  // out= sharing no byte with data (else the Python path copies data first)
         const Extent a = extent_of(held.src), b = extent_of(held.dst);
@@ -351,7 +426,7 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     // (held by this run: the table may be emptied while it runs without the GIL)
     const std::shared_ptr<const Prepared> prepared = program->prepared;
     const std::shared_ptr<const std::vector<int64_t>> code = program->code;
-    if (prepared->steps.empty()) {  // a program with tables, or one run() refuses (with its error)
+    if (prepared->steps.empty()) {  // a program run() refuses (with its error), or memory short for its tables
         PyObject* ran = run_program(code->data(), (Py_ssize_t)code->size(), held.src, held.dst, threads, run_mode);
         if (ran == nullptr) return Py_DECREF(result), nullptr;
         Py_DECREF(ran);
@@ -378,24 +453,33 @@ PyObject* py_remember(PyObject*, PyObject* args) {
         Py_buffer* view;
         ~Release() { PyBuffer_Release(view); }
     } release{&program};
-    if (table == nullptr || settings.ndarray == nullptr || (PyObject*)Py_TYPE(data) != settings.ndarray ||
+    if (table == nullptr || !settings.fields_read || (PyObject*)Py_TYPE(data) != settings.ndarray ||
         (PyObject*)Py_TYPE(out) != settings.ndarray || !PyCallable_Check(allocate) || program.len % 8 != 0)
         Py_RETURN_FALSE;
     Key key;
     Held held;
     dm::planner::Call call;
-    if (!push_call(op, a, b, c, engine, &key, &call) || (held.dtype = dtype_of(data)) == nullptr ||
-        !(held.has_src = view_of(data, &held.src, PyBUF_STRIDES)) || !push_layout(held.src, held.dtype, &key) ||
-        !(held.has_dst = view_of(out, &held.dst, PyBUF_STRIDES)))
+    Py_buffer probe;  // data's item size, as its buffer says (a dtype with no buffer format: nothing kept)
+    if (!view_of(data, &probe, PyBUF_STRIDES)) Py_RETURN_FALSE;
+    const Py_ssize_t itemsize = probe.itemsize;
+    PyBuffer_Release(&probe);
+    // (the layouts read as repeated reads them: an array's own strides, which a buffer view may change where
+    // they do not matter, on an axis of one item or in an empty array)
+    view_from_fields(data, &held.src), view_from_fields(out, &held.dst);
+    set_itemsize(&held.src, itemsize), set_itemsize(&held.dst, itemsize);
+    PyObject* dtype = fields(data)->descr;
+    if (fields(out)->descr != dtype || !push_call(op, a, b, c, engine, &key, &call) || !push_layout(held.src, dtype, &key))
         Py_RETURN_FALSE;
     auto found = table->find(key);
     if (found == table->end()) {
         if (table->size() >= kMaxEntries) table->clear();
         auto entry = std::make_shared<Entry>();
-        entry->dtype = Py_NewRef(held.dtype);
+        entry->dtype = Py_NewRef(dtype);
         entry->out_shape = PyObject_GetAttr(out, settings.s_shape);
         if (entry->out_shape == nullptr) return nullptr;
         entry->allocate = Py_NewRef(allocate);
+        entry->direct = allocate == settings.empty && settings.new_from_descr != nullptr;
+        entry->itemsize = itemsize;
         entry->out_dims.assign(held.dst.shape, held.dst.shape + held.dst.ndim);
         entry->out_bytes = held.dst.len;
         entry->call = std::move(call);
@@ -416,10 +500,60 @@ PyObject* py_forget(PyObject*, PyObject*) {
     Py_RETURN_NONE;
 }
 
-// repeat_setup(ndarray, threads_dict, engine_dict): where the settings are read (once, at datamove's import).
+// Whether an exact ndarray's fields read as its buffer view and dtype say (see ArrayFields); no error set.
+bool fields_agree(PyObject* array) {
+    Py_buffer view;
+    if (!view_of(array, &view, PyBUF_STRIDES)) return false;
+    PyObject* dtype = dtype_of(array);
+    Py_buffer read;
+    view_from_fields(array, &read);
+    bool agree = dtype != nullptr && dtype == fields(array)->descr && read.buf == view.buf && read.ndim == view.ndim &&
+                 read.readonly == view.readonly;
+    for (int k = 0; agree && k < view.ndim; ++k) agree = read.shape[k] == view.shape[k] && read.strides[k] == view.strides[k];
+    Py_XDECREF(dtype);
+    PyBuffer_Release(&view);
+    return agree;
+}
+
+// NumPy's PyArray_NewFromDescr from its C API's table (the capsule numpy's _multiarray_umath exports as
+// _ARRAY_API), where a result it makes is the one np.empty makes: a C-contiguous, writable array of its own
+// of the dtype and shape asked; null (with no error set) where it is not, or not found.
+NewFromDescr new_from_descr_of(PyObject* api, PyObject* empty, PyObject* dtype) {
+    if (!PyCapsule_CheckExact(api)) return nullptr;
+    void** slots = static_cast<void**>(PyCapsule_GetPointer(api, PyCapsule_GetName(api)));
+    if (slots == nullptr) return PyErr_Clear(), nullptr;
+    const auto made = reinterpret_cast<NewFromDescr>(slots[kNewFromDescrSlot]);
+    if (made == nullptr) return nullptr;
+    const Py_ssize_t dims[2] = {2, 3};
+    Py_INCREF(dtype);
+    PyObject* ours = made(reinterpret_cast<PyTypeObject*>(settings.ndarray), dtype, 2, dims, nullptr, nullptr, 0, nullptr);
+    PyObject* shape = Py_BuildValue("(nn)", dims[0], dims[1]);
+    PyObject* theirs = shape == nullptr ? nullptr : PyObject_CallFunctionObjArgs(empty, shape, dtype, nullptr);
+    bool same = ours != nullptr && theirs != nullptr && Py_TYPE(ours) == Py_TYPE(theirs) &&
+                (PyObject*)Py_TYPE(ours) == settings.ndarray && fields_agree(ours);
+    if (same) {
+        const ArrayFields *a = fields(ours), *b = fields(theirs);
+        same = a->descr == b->descr && a->nd == 2 && a->base == nullptr && a->data != nullptr && a->flags == b->flags;
+        for (int k = 0; same && k < 2; ++k) same = a->dimensions[k] == dims[k] && a->strides[k] == b->strides[k];
+    }
+    Py_XDECREF(ours), Py_XDECREF(theirs), Py_XDECREF(shape);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return same ? made : nullptr;
+}
+
+// repeat_facts() -> (fields_read, direct): what repeat_setup found (for the tests and `datamove info`).
+PyObject* py_repeat_facts(PyObject*, PyObject*) {
+    return Py_BuildValue("(OO)", settings.fields_read ? Py_True : Py_False,
+                         settings.new_from_descr != nullptr ? Py_True : Py_False);
+}
+
+// repeat_setup(ndarray, threads_dict, engine_dict, probes, empty, api): where the settings are read (once, at
+// datamove's import), probe arrays (exact ndarrays, writable and read-only) to check that arrays' fields
+// read as NumPy lays them out, np.empty, and NumPy's C API capsule (or None).
 PyObject* py_repeat_setup(PyObject*, PyObject* args) {
-    PyObject *ndarray, *threads, *engine;
-    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &ndarray, &PyDict_Type, &threads, &PyDict_Type, &engine))
+    PyObject *ndarray, *threads, *engine, *probes, *empty, *api;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO", &PyType_Type, &ndarray, &PyDict_Type, &threads, &PyDict_Type, &engine,
+                          &PyTuple_Type, &probes, &empty, &api))
         return nullptr;
     if (settings.ndarray == nullptr) {
         const std::array<std::pair<PyObject**, const char*>, 17> names{{
@@ -440,6 +574,21 @@ PyObject* py_repeat_setup(PyObject*, PyObject* args) {
     Py_XSETREF(settings.ndarray, Py_NewRef(ndarray));
     Py_XSETREF(settings.threads, Py_NewRef(threads));
     Py_XSETREF(settings.engine, Py_NewRef(engine));
+    Py_XSETREF(settings.empty, Py_NewRef(empty));
+    // every probe's fields as its buffer view says, a writable one and a read-only one among them
+    bool agree = PyTuple_GET_SIZE(probes) > 0, writable = false, readonly = false;
+    for (Py_ssize_t k = 0; agree && k < PyTuple_GET_SIZE(probes); ++k) {
+        PyObject* probe = PyTuple_GET_ITEM(probes, k);
+        agree = (PyObject*)Py_TYPE(probe) == ndarray && fields_agree(probe);
+        if (!agree) break;
+        Py_buffer read;
+        view_from_fields(probe, &read);
+        readonly = readonly || read.readonly;
+        writable = writable || !read.readonly;
+    }
+    settings.fields_read = agree && writable && readonly;
+    settings.new_from_descr =
+        settings.fields_read ? new_from_descr_of(api, empty, fields(PyTuple_GET_ITEM(probes, 0))->descr) : nullptr;
     table->clear();
     Py_RETURN_NONE;
 }
