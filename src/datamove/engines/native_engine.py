@@ -362,21 +362,6 @@ def first_call(call: "Call", data: np.ndarray, out: Optional[np.ndarray]) -> Opt
     return first_run(_core_args(call), call.out_shape, data, out)
 
 
-def first_depth_call(space_to_depth: bool, mode: str, block_size: int, out_shape: Tuple[int, ...],
-                     data: np.ndarray) -> Optional[np.ndarray]:
-    """:func:`first_call` of a SpaceToDepth (``space_to_depth``) or DepthToSpace call into a new array,
-    from its parameters and output shape (``datamove.shapes.static_depth_shape``'s): no ``Call`` made.
-
-    >>> x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
-    >>> y = first_depth_call(True, "blocks_first", 2, (1, 4, 2), x)
-    >>> y is None or y[0].tolist() == [[0.0, 2.0], [4.0, 6.0], [1.0, 3.0], [5.0, 7.0]]
-    True
-    """
-    op = _OPS["space_to_depth" if space_to_depth else "depth_to_space"]
-    # (the result holds data's items: its size is data's)
-    return first_run((op, (), (), (), _MODES[mode], block_size), out_shape, data, None, allocator(data.nbytes))
-
-
 def first_run(args: Tuple[Any, ...], out_shape: Tuple[int, ...], data: np.ndarray, out: Optional[np.ndarray],
               new: Callable[[Tuple[int, ...], Any], np.ndarray] = allocate) -> Optional[np.ndarray]:
     """What :func:`first_call` does, from the core's arguments for the call (:func:`_core_args`); ``new``

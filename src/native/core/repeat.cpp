@@ -1,4 +1,6 @@
-// Repeated calls in one C call: the table behind _native.repeated (module.cpp lists its functions).
+// Calls in one C call: repeated calls, from the table behind _native.repeated, and a depth op's first call
+// of a layout (_native.first: validated by datamove.ops, then allocated, planned, lowered and run here,
+// nothing kept). module.cpp lists the functions.
 //
 // A NumPy call that repeats goes through Python once per layout: datamove.ops validates it, its recipe
 // (datamove.recipes) plans it, and native_engine.Planned lowers and runs its program, then hands that
@@ -28,7 +30,7 @@ struct Settings {
     NewFromDescr new_from_descr = nullptr;  // (null: np.empty is called; repeat_setup checked it)
     PyObject* threads = nullptr;  // datamove.threads.__dict__: "_threads" (set_num_threads')
     PyObject* engine = nullptr;   // datamove.engines.native_engine.__dict__: STREAM_BYTES, REGISTER_STREAM_BYTES, RUN_MODES
-    PyObject *s_dtype, *s_shape, *s_threads, *s_stream_bytes, *s_register_bytes, *s_run_modes, *s_loaded, *s_core_plans;
+    PyObject *s_dtype, *s_shape, *s_threads, *s_get_num_threads, *s_stream_bytes, *s_register_bytes, *s_run_modes, *s_loaded, *s_core_plans;
     // the names a call's strings are held to (interned: a literal in the caller's code is the same object)
     PyObject *s_space_to_depth, *s_depth_to_space, *s_batch_to_space, *s_space_to_batch;
     PyObject *s_blocks_first, *s_depth_first, *s_auto, *s_native, *s_channels_first;
@@ -275,10 +277,20 @@ bool stream_of(int64_t bytes, int* stream, int* run_mode) {
     return true;
 }
 
+// The thread count set_num_threads set (datamove.threads._threads; asked of get_num_threads, which sets it,
+// where no call has yet); 0 where it cannot be read.
 int threads_now() {
     PyObject* n = PyDict_GetItemWithError(settings.threads, settings.s_threads);
     if (n == nullptr) PyErr_Clear();
     int64_t value;
+    if (n == Py_None) {
+        PyObject* ask = PyDict_GetItemWithError(settings.threads, settings.s_get_num_threads);
+        PyObject* asked = ask != nullptr ? PyObject_CallNoArgs(ask) : nullptr;
+        const bool read = asked != nullptr && exact_int(asked, &value) && value >= 1;
+        Py_XDECREF(asked);
+        if (PyErr_Occurred()) PyErr_Clear();
+        return read ? (int)std::min<int64_t>(value, kMaxThreads) : 0;
+    }
     return n != nullptr && exact_int(n, &value) && value >= 1 ? (int)std::min<int64_t>(value, kMaxThreads) : 0;
 }
 
@@ -441,6 +453,90 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     Py_END_ALLOW_THREADS return result;
 }
 
+// The bytes of an item of an array of `dtype` that the core may move (its buffer's item size), or 0 for
+// items it may not: objects (references, counted), or none of no bytes. Read from the array's buffer view
+// the first time a dtype object is met, then remembered (a dtype held, up to kKnownDtypes of them: NumPy's
+// builtin dtypes are one object each): a buffer view's format string cost about 1 us of a first call.
+constexpr size_t kKnownDtypes = 64;
+std::vector<std::pair<PyObject*, Py_ssize_t>> known_dtypes;
+
+Py_ssize_t item_bytes(PyObject* array, PyObject* dtype) {
+    for (const auto& [known, bytes] : known_dtypes)
+        if (known == dtype) return bytes;
+    Py_buffer view;
+    if (PyObject_GetBuffer(array, &view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) return PyErr_Clear(), 0;
+    const bool moves = view.itemsize > 0 && view.format != nullptr && std::strchr(view.format, 'O') == nullptr;
+    const Py_ssize_t bytes = moves ? view.itemsize : 0;
+    PyBuffer_Release(&view);
+    if (known_dtypes.size() < kKnownDtypes) known_dtypes.emplace_back(Py_NewRef(dtype), bytes);
+    return bytes;
+}
+
+// first(op, data, mode, block_size, out_shape, allocate) -> a new result, or None: see module.cpp's entry.
+PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "datamove._native.first takes 6 arguments");
+        return nullptr;
+    }
+    using namespace dm::planner;
+    PyObject *op = args[0], *data = args[1], *mode = args[2], *out_shape = args[4], *allocate = args[5];
+    if (table == nullptr || !settings.fields_read || (PyObject*)Py_TYPE(data) != settings.ndarray ||
+        !PyTuple_CheckExact(out_shape) || PyTuple_GET_SIZE(out_shape) > kMaxRank ||
+        (allocate == Py_None && settings.new_from_descr == nullptr))
+        Py_RETURN_NONE;
+    PyObject* plans = PyDict_GetItemWithError(settings.engine, settings.s_core_plans);
+    if (plans != Py_True) {  // (native_engine.CORE_PLANS off: the Python side plans)
+        if (plans == nullptr) PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Call call;
+    if (same_str(op, settings.s_space_to_depth)) call.op = SPACE_TO_DEPTH;
+    else if (same_str(op, settings.s_depth_to_space)) call.op = DEPTH_TO_SPACE;
+    else Py_RETURN_NONE;
+    if (same_str(mode, settings.s_blocks_first)) call.mode = BLOCKS_FIRST;
+    else if (same_str(mode, settings.s_depth_first)) call.mode = DEPTH_FIRST;
+    else Py_RETURN_NONE;
+    if (!exact_int(args[3], &call.block_size)) Py_RETURN_NONE;
+    std::array<Py_ssize_t, kMaxRank> dims;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(out_shape); ++k) {
+        int64_t d;
+        if (!exact_int(PyTuple_GET_ITEM(out_shape, k), &d) || d < 0) Py_RETURN_NONE;
+        dims[k] = (Py_ssize_t)d;
+    }
+    PyObject* dtype = fields(data)->descr;
+    const Py_ssize_t itemsize = item_bytes(data, dtype);
+    if (itemsize == 0) Py_RETURN_NONE;
+    PyObject* result;
+    if (allocate == Py_None) {  // as np.empty makes it
+        Py_INCREF(dtype);  // (stolen)
+        result = settings.new_from_descr(reinterpret_cast<PyTypeObject*>(settings.ndarray), dtype,
+                                         (int)PyTuple_GET_SIZE(out_shape), dims.data(), nullptr, nullptr, 0, nullptr);
+    } else {
+        PyObject* shape_dtype[2] = {out_shape, dtype};
+        result = PyObject_Vectorcall(allocate, shape_dtype, 2, nullptr);
+    }
+    if (result == nullptr) return nullptr;  // (a MemoryError, as the Python path's allocation would raise)
+    Held held;
+    if ((PyObject*)Py_TYPE(result) != settings.ndarray || fields(result)->descr != dtype) {
+        Py_DECREF(result);
+        Py_RETURN_NONE;
+    }
+    view_from_fields(data, &held.src), view_from_fields(result, &held.dst);
+    set_itemsize(&held.src, itemsize), set_itemsize(&held.dst, itemsize);
+    if (held.dst.len == 0) return result;
+    int stream, run_mode;
+    const int threads = threads_now();
+    if (threads == 0 || !stream_of(held.dst.len, &stream, &run_mode)) return Py_DECREF(result), Py_NewRef(Py_None);
+    Layout src, dst;
+    layout_from(held.src, &src), layout_from(held.dst, &dst);
+    std::vector<int64_t> program;
+    if (!program_of(&call, src, dst, stream, &program)) return Py_DECREF(result), Py_NewRef(Py_None);
+    PyObject* ran = run_program(program.data(), (Py_ssize_t)program.size(), held.src, held.dst, threads, run_mode);
+    if (ran == nullptr) return Py_DECREF(result), nullptr;
+    Py_DECREF(ran);
+    return result;
+}
+
 // remember(op, a, b, c, engine, data, out, program, stream, allocate): `program`, lowered for `stream`,
 // has just run `data` into `out` for this call (validated, its recipe kept): keep it for the call's repeats.
 PyObject* py_remember(PyObject*, PyObject* args) {
@@ -556,8 +652,9 @@ PyObject* py_repeat_setup(PyObject*, PyObject* args) {
                           &PyTuple_Type, &probes, &empty, &api))
         return nullptr;
     if (settings.ndarray == nullptr) {
-        const std::array<std::pair<PyObject**, const char*>, 17> names{{
+        const std::array<std::pair<PyObject**, const char*>, 18> names{{
             {&settings.s_loaded, "_native"}, {&settings.s_core_plans, "CORE_PLANS"},
+            {&settings.s_get_num_threads, "get_num_threads"},
             {&settings.s_dtype, "dtype"}, {&settings.s_shape, "shape"}, {&settings.s_threads, "_threads"},
             {&settings.s_stream_bytes, "STREAM_BYTES"}, {&settings.s_register_bytes, "REGISTER_STREAM_BYTES"},
             {&settings.s_run_modes, "RUN_MODES"}, {&settings.s_space_to_depth, "space_to_depth"},

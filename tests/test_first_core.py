@@ -1,0 +1,153 @@
+"""A depth op's first call of a layout in one C call (``_native.first``, ``src/native/core/repeat.cpp``).
+
+``datamove.ops`` validates a new SpaceToDepth or DepthToSpace call of a NumPy array with the rules' straight
+path (``datamove.shapes.static_depth_shape``), then hands it to the core, which allocates the result as
+np.empty would (or by the allocator it is given), plans, lowers and runs it; None, nothing made, where it
+takes none. Each test here asks the core directly or goes through ``datamove``, against the specs' formulas.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import datamove as dm
+from datamove import ops, recipes, threads
+from datamove.engines import native_engine
+from datamove.outputs import LINE_FROM
+
+import reference
+
+pytestmark = pytest.mark.skipif(not native_engine.available(), reason="needs the compiled core")
+
+
+def _first():
+    return native_engine.core().first
+
+
+def _expected(op, data, mode, size):
+    return np.ascontiguousarray(getattr(reference, op)(data, mode, size))
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    recipes.RECIPES.clear()
+    ops._SEEN.clear()
+    yield
+    recipes.RECIPES.clear()
+    ops._SEEN.clear()
+
+
+@settings(max_examples=80, deadline=None)
+@given(op=st.sampled_from(["space_to_depth", "depth_to_space"]), mode=st.sampled_from(["blocks_first", "depth_first"]),
+       size=st.integers(1, 4), spatial=st.integers(1, 3),
+       dtype=st.sampled_from([np.bool_, np.uint8, np.int16, np.float32, np.float64, np.complex128, ">i4", "V3"]),
+       view=st.sampled_from(["c", "reversed", "gapped", "transposed"]), seed=st.integers(0, 2 ** 16))
+def test_first_calls_match_the_formulas(op, mode, size, spatial, dtype, view, seed):
+    rng = np.random.default_rng(seed)
+    dims = [int(rng.integers(1, 4)) * size for _ in range(spatial)]
+    channels = int(rng.integers(1, 4)) * (size ** spatial if op == "depth_to_space" else 1)
+    shape = (int(rng.integers(1, 3)), channels, *dims)
+    base = rng.integers(0, 256, size=shape + (np.dtype(dtype).itemsize,), dtype=np.uint8).view(dtype)[..., 0]
+    data = {"c": base, "reversed": base[..., ::-1], "gapped": np.repeat(base, 2, axis=-1)[..., ::2],
+            "transposed": np.swapaxes(np.swapaxes(base, 0, 1).copy(), 0, 1)}[view]
+    want = _expected(op, data, mode, size)
+    got = _first()(op, data, mode, size, want.shape, None)
+    assert got is not None and type(got) is np.ndarray and got.dtype is data.dtype and got.shape == want.shape
+    assert got.flags.c_contiguous and got.flags.owndata and got.flags.writeable
+    np.testing.assert_array_equal(got, want)
+    # and through datamove: its first call takes this path, its second the recipe's
+    ops._SEEN.clear(), recipes.RECIPES.clear()
+    for _ in range(2):
+        np.testing.assert_array_equal(getattr(dm, op)(data, mode, size), want)
+
+
+def test_a_first_call_is_the_cores_and_its_second_makes_the_recipe(monkeypatch):
+    x = np.arange(2 * 4 * 6 * 8, dtype=np.float32).reshape(2, 4, 6, 8)
+    asked = []
+    core = native_engine.core()
+
+    class Asking:  # the core, its first() calls recorded
+        def first(self, *args):
+            asked.append(args[:4])
+            return core.first(*args)
+
+        def __getattr__(self, name):
+            return getattr(core, name)
+
+    monkeypatch.setattr(native_engine, "_native", Asking())
+    want = _expected("space_to_depth", x, "depth_first", 2)
+    np.testing.assert_array_equal(dm.space_to_depth(x, "depth_first", 2), want)
+    assert asked == [("space_to_depth", x, "depth_first", 2)] and len(recipes.RECIPES) == 0
+    np.testing.assert_array_equal(dm.space_to_depth(x, "depth_first", 2), want)
+    assert len(asked) == 1 and len(recipes.RECIPES) == 1
+
+
+def test_what_the_core_does_not_take_is_none_and_nothing_made(monkeypatch):
+    x = np.ones((1, 4, 4, 4), np.float32)
+    first = _first()
+    shape = (1, 16, 2, 2)
+    assert first("space_to_depth", x.astype(object), "blocks_first", 2, shape, None) is None  # references
+    assert first("space_to_depth", np.zeros((1, 4, 4, 4), [("a", "i4"), ("b", "O")]), "blocks_first", 2, shape,
+                 None) is None
+    assert first("space_to_depth", np.ma.masked_array(x), "blocks_first", 2, shape, None) is None  # a subclass
+    assert first("space_to_depth", x.tolist(), "blocks_first", 2, shape, None) is None
+    assert first("batch_to_space", x, "blocks_first", 2, shape, None) is None  # not a depth op
+    assert first("space_to_depth", x, "BLOCKS_FIRST", 2, shape, None) is None
+    assert first("space_to_depth", x, "blocks_first", np.int64(2), shape, None) is None
+    assert first("space_to_depth", x, "blocks_first", 2, list(shape), None) is None
+    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 2, -2), None) is None
+    monkeypatch.setattr(native_engine, "CORE_PLANS", False)  # the Python side plans
+    assert first("space_to_depth", x, "blocks_first", 2, shape, None) is None
+    monkeypatch.setattr(native_engine, "CORE_PLANS", True)
+    np.testing.assert_array_equal(first("space_to_depth", x, "blocks_first", 2, shape, None),
+                                  _expected("space_to_depth", x, "blocks_first", 2))
+    with pytest.raises(TypeError, match="6 arguments"):
+        first("space_to_depth", x, "blocks_first", 2, shape)
+
+
+def test_an_empty_result_and_the_allocator_given(monkeypatch):
+    first = _first()
+    empty = first("space_to_depth", np.ones((0, 4, 4, 4), np.int16), "blocks_first", 2, (0, 16, 2, 2), None)
+    assert empty.shape == (0, 16, 2, 2) and empty.dtype == np.int16
+    made = []
+    x = np.arange(4 * 8 * 8, dtype=np.float64).reshape(1, 4, 8, 8)
+    got = first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: made.append(shape) or
+                np.full(shape, -1, dtype))
+    assert made == [(1, 16, 4, 4)]
+    np.testing.assert_array_equal(got, _expected("space_to_depth", x, "blocks_first", 2))
+    # an allocator that makes an array of another dtype, or no ndarray: nothing run on it
+    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: np.empty(shape, np.int64)) \
+        is None
+    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: np.ma.zeros(shape)) is None
+    with pytest.raises(MemoryError):
+        first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: (_ for _ in ()).throw(MemoryError))
+    # a large first call through datamove: its result on a line (outputs.allocate)
+    big = np.ones((1, 4, 512, LINE_FROM // 2048 + 2), np.float32)
+    result = dm.space_to_depth(big, "blocks_first", 2)
+    assert result.__array_interface__["data"][0] % 64 == 0 and result.shape == (1, 16, 256, big.shape[-1] // 2)
+
+
+def test_the_thread_count_is_asked_where_none_is_set_yet(monkeypatch):
+    monkeypatch.setattr(threads, "_threads", None)
+    x = np.arange(64, dtype=np.float32).reshape(1, 4, 4, 4)
+    np.testing.assert_array_equal(_first()("space_to_depth", x, "blocks_first", 2, (1, 16, 2, 2), None),
+                                  _expected("space_to_depth", x, "blocks_first", 2))
+    assert threads._threads == dm.get_num_threads() >= 1
+
+
+def test_many_dtype_objects():
+    # structured dtypes made anew are objects of their own: more than the core remembers, each right
+    for k in range(80):
+        dtype = np.dtype([("a", "u1"), (f"f{k}", "<i2")])
+        x = np.zeros((1, 4, 2, 2), dtype)
+        x["a"] = np.arange(16).reshape(1, 4, 2, 2)
+        got = _first()("space_to_depth", x, "depth_first", 2, (1, 16, 1, 1), None)
+        assert got.dtype is dtype
+        np.testing.assert_array_equal(got, _expected("space_to_depth", x, "depth_first", 2))
+    # an 'O' in a field's name reads as objects in the buffer's format: left to the Python path, which moves it
+    named = np.zeros((1, 4, 2, 2), [("Oscar", "<i4")])
+    named["Oscar"] = np.arange(16).reshape(1, 4, 2, 2)
+    assert _first()("space_to_depth", named, "depth_first", 2, (1, 16, 1, 1), None) is None
+    np.testing.assert_array_equal(dm.space_to_depth(named, "depth_first", 2), _expected("space_to_depth", named, "depth_first", 2))
