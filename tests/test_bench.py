@@ -79,7 +79,7 @@ def test_process_measurements_run_and_report_positive_times():
     assert 0 < times["first_core_s"] < times["first_s"] and 0 < times["steady_core_s"] < times["steady_s"]
     assert 0 < bench_process._import_cost(1) < 5  # seconds: parsed from -X importtime, not a timing assertion
     shapes = bench_process.new_shapes(count=3)  # the child checks each result against the idiom's
-    assert set(shapes) == {"space_to_depth", "batch_to_space", "space_to_batch"}
+    assert set(shapes) == {"space_to_depth", "depth_to_space", "batch_to_space", "space_to_batch"}
     assert all(v["datamove_s"] > 0 and v["idiom_s"] > 0 for v in shapes.values())
 
 

@@ -179,6 +179,8 @@ def idiom(op, x):
     n, c, h, w = x.shape
     if op == "space_to_depth":
         return x.reshape(n, c, h // 2, 2, w // 2, 2).transpose(0, 3, 5, 1, 2, 4).reshape(n, 4 * c, h // 2, w // 2)
+    if op == "depth_to_space":  # blocks_first
+        return x.reshape(n, 2, 2, c // 4, h, w).transpose(0, 3, 4, 1, 5, 2).reshape(n, c // 4, 2 * h, 2 * w)
     if op == "batch_to_space":  # block [1, 1, 2, 2], crops of 1 on each side of H and W
         y = x.reshape(2, 2, n // 4, c, h, w).transpose(2, 3, 4, 0, 5, 1).reshape(n // 4, c, 2 * h, 2 * w)
         return y[:, :, 1:-1, 1:-1].copy()
@@ -188,6 +190,7 @@ def idiom(op, x):
 
 calls = {
     "space_to_depth": (lambda k: np.ones((1, 4, 16, 2 * k), np.float32), ("blocks_first", 2)),
+    "depth_to_space": (lambda k: np.ones((1, 16, 8, k), np.float32), ("blocks_first", 2)),
     "batch_to_space": (lambda k: np.ones((4, 4, 16, 2 * k), np.float32), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])),
     "space_to_batch": (lambda k: np.ones((1, 4, 16, 2 * k), np.float32), ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])),
 }
@@ -208,7 +211,7 @@ print(json.dumps(out))
 
 def new_shapes(count: int = 60) -> Dict[str, Dict[str, float]]:
     """Per op, in a new process: the median first call of ``count`` small shapes not seen before (4 KiB to
-    32 KiB of float32; SpaceToDepth, BatchToSpace with crops, SpaceToBatch with pads), datamove's and the
+    32 KiB of float32; SpaceToDepth, DepthToSpace, BatchToSpace with crops, SpaceToBatch with pads), datamove's and the
     NumPy idiom's, and their ratio."""
     result = subprocess.run([sys.executable, "-c", _NEW_SHAPES, str(count)], capture_output=True, text=True,
                             check=True, env=_user_env())
