@@ -53,7 +53,7 @@ def test_first_calls_match_the_formulas(op, mode, size, spatial, dtype, view, se
     data = {"c": base, "reversed": base[..., ::-1], "gapped": np.repeat(base, 2, axis=-1)[..., ::2],
             "transposed": np.swapaxes(np.swapaxes(base, 0, 1).copy(), 0, 1)}[view]
     want = _expected(op, data, mode, size)
-    got = _first()(op, data, mode, size, want.shape, None)
+    got = _first()(op, data, mode, size, want.shape, None, "auto")
     assert got is not None and type(got) is np.ndarray and got.dtype is data.dtype and got.shape == want.shape
     assert got.flags.c_contiguous and got.flags.owndata and got.flags.writeable
     np.testing.assert_array_equal(got, want)
@@ -63,7 +63,7 @@ def test_first_calls_match_the_formulas(op, mode, size, spatial, dtype, view, se
         np.testing.assert_array_equal(getattr(dm, op)(data, mode, size), want)
 
 
-def test_a_first_call_is_the_cores_and_its_second_makes_the_recipe(monkeypatch):
+def test_a_first_call_is_the_cores_and_with_another_core_its_second_makes_the_recipe(monkeypatch):
     x = np.arange(2 * 4 * 6 * 8, dtype=np.float32).reshape(2, 4, 6, 8)
     asked = []
     core = native_engine.core()
@@ -84,45 +84,72 @@ def test_a_first_call_is_the_cores_and_its_second_makes_the_recipe(monkeypatch):
     assert len(asked) == 1 and len(recipes.RECIPES) == 1
 
 
+@pytest.mark.parametrize("engine", ["auto", "native"])
+def test_a_first_calls_program_is_kept_for_its_repeats(engine, monkeypatch):
+    """first() keeps the program it ran, keyed as repeated() keys a call: the layout's second call is the
+    core's alone (no recipe made in Python), into a new array at any alignment and into out=."""
+    x = np.arange(2 * 4 * 6 * 8, dtype=np.float32).reshape(2, 4, 6, 8)
+    want = _expected("space_to_depth", x, "depth_first", 2)
+    core = native_engine.core()
+    assert core.repeated("space_to_depth", x, "depth_first", 2, "channels_first", None, engine) is None
+    np.testing.assert_array_equal(dm.space_to_depth(x, "depth_first", 2, engine=engine), want)
+    for _ in range(8):  # (results where malloc puts them: a new alignment is planned by the core)
+        np.testing.assert_array_equal(core.repeated("space_to_depth", x, "depth_first", 2, "channels_first", None,
+                                                    engine), want)
+    out = np.full(want.shape, -1, np.float32)
+    assert core.repeated("space_to_depth", x, "depth_first", 2, "channels_first", out, engine) is out
+    np.testing.assert_array_equal(out, want)
+    other = "native" if engine == "auto" else "auto"  # (the engine as given is part of the key)
+    assert core.repeated("space_to_depth", x, "depth_first", 2, "channels_first", None, other) is None
+    monkeypatch.setattr(recipes, "make", lambda *args: pytest.fail("a recipe made"))
+    for _ in range(3):
+        np.testing.assert_array_equal(dm.space_to_depth(x, "depth_first", 2, engine=engine), want)
+    assert len(recipes.RECIPES) == 0
+    recipes.RECIPES.clear()  # (the core's table with them)
+    assert core.repeated("space_to_depth", x, "depth_first", 2, "channels_first", None, engine) is None
+
+
 def test_what_the_core_does_not_take_is_none_and_nothing_made(monkeypatch):
     x = np.ones((1, 4, 4, 4), np.float32)
     first = _first()
     shape = (1, 16, 2, 2)
-    assert first("space_to_depth", x.astype(object), "blocks_first", 2, shape, None) is None  # references
+    assert first("space_to_depth", x.astype(object), "blocks_first", 2, shape, None, "auto") is None  # references
     assert first("space_to_depth", np.zeros((1, 4, 4, 4), [("a", "i4"), ("b", "O")]), "blocks_first", 2, shape,
-                 None) is None
-    assert first("space_to_depth", np.ma.masked_array(x), "blocks_first", 2, shape, None) is None  # a subclass
-    assert first("space_to_depth", x.tolist(), "blocks_first", 2, shape, None) is None
-    assert first("batch_to_space", x, "blocks_first", 2, shape, None) is None  # not a depth op
-    assert first("space_to_depth", x, "BLOCKS_FIRST", 2, shape, None) is None
-    assert first("space_to_depth", x, "blocks_first", np.int64(2), shape, None) is None
-    assert first("space_to_depth", x, "blocks_first", 2, list(shape), None) is None
-    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 2, -2), None) is None
+                 None, "auto") is None
+    assert first("space_to_depth", np.ma.masked_array(x), "blocks_first", 2, shape, None, "auto") is None  # a subclass
+    assert first("space_to_depth", x.tolist(), "blocks_first", 2, shape, None, "auto") is None
+    assert first("batch_to_space", x, "blocks_first", 2, shape, None, "auto") is None  # not a depth op
+    assert first("space_to_depth", x, "BLOCKS_FIRST", 2, shape, None, "auto") is None
+    assert first("space_to_depth", x, "blocks_first", np.int64(2), shape, None, "auto") is None
+    assert first("space_to_depth", x, "blocks_first", 2, list(shape), None, "auto") is None
+    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 2, -2), None, "auto") is None
     monkeypatch.setattr(native_engine, "CORE_PLANS", False)  # the Python side plans
-    assert first("space_to_depth", x, "blocks_first", 2, shape, None) is None
+    assert first("space_to_depth", x, "blocks_first", 2, shape, None, "auto") is None
     monkeypatch.setattr(native_engine, "CORE_PLANS", True)
-    np.testing.assert_array_equal(first("space_to_depth", x, "blocks_first", 2, shape, None),
+    np.testing.assert_array_equal(first("space_to_depth", x, "blocks_first", 2, shape, None, "auto"),
                                   _expected("space_to_depth", x, "blocks_first", 2))
-    with pytest.raises(TypeError, match="6 arguments"):
+    with pytest.raises(TypeError, match="7 arguments"):
         first("space_to_depth", x, "blocks_first", 2, shape)
 
 
 def test_an_empty_result_and_the_allocator_given(monkeypatch):
     first = _first()
-    empty = first("space_to_depth", np.ones((0, 4, 4, 4), np.int16), "blocks_first", 2, (0, 16, 2, 2), None)
+    empty = first("space_to_depth", np.ones((0, 4, 4, 4), np.int16), "blocks_first", 2, (0, 16, 2, 2), None, "auto")
     assert empty.shape == (0, 16, 2, 2) and empty.dtype == np.int16
     made = []
     x = np.arange(4 * 8 * 8, dtype=np.float64).reshape(1, 4, 8, 8)
     got = first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: made.append(shape) or
-                np.full(shape, -1, dtype))
+                np.full(shape, -1, dtype), "auto")
     assert made == [(1, 16, 4, 4)]
     np.testing.assert_array_equal(got, _expected("space_to_depth", x, "blocks_first", 2))
     # an allocator that makes an array of another dtype, or no ndarray: nothing run on it
-    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: np.empty(shape, np.int64)) \
-        is None
-    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: np.ma.zeros(shape)) is None
+    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: np.empty(shape, np.int64),
+                 "auto") is None
+    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: np.ma.zeros(shape),
+                 "auto") is None
     with pytest.raises(MemoryError):
-        first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: (_ for _ in ()).throw(MemoryError))
+        first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: (_ for _ in ()).throw(MemoryError),
+              "auto")
     # a large first call through datamove: its result on a line (outputs.allocate)
     big = np.ones((1, 4, 512, LINE_FROM // 2048 + 2), np.float32)
     result = dm.space_to_depth(big, "blocks_first", 2)
@@ -132,7 +159,7 @@ def test_an_empty_result_and_the_allocator_given(monkeypatch):
 def test_the_thread_count_is_asked_where_none_is_set_yet(monkeypatch):
     monkeypatch.setattr(threads, "_threads", None)
     x = np.arange(64, dtype=np.float32).reshape(1, 4, 4, 4)
-    np.testing.assert_array_equal(_first()("space_to_depth", x, "blocks_first", 2, (1, 16, 2, 2), None),
+    np.testing.assert_array_equal(_first()("space_to_depth", x, "blocks_first", 2, (1, 16, 2, 2), None, "auto"),
                                   _expected("space_to_depth", x, "blocks_first", 2))
     assert threads._threads == dm.get_num_threads() >= 1
 
@@ -143,11 +170,11 @@ def test_many_dtype_objects():
         dtype = np.dtype([("a", "u1"), (f"f{k}", "<i2")])
         x = np.zeros((1, 4, 2, 2), dtype)
         x["a"] = np.arange(16).reshape(1, 4, 2, 2)
-        got = _first()("space_to_depth", x, "depth_first", 2, (1, 16, 1, 1), None)
+        got = _first()("space_to_depth", x, "depth_first", 2, (1, 16, 1, 1), None, "auto")
         assert got.dtype is dtype
         np.testing.assert_array_equal(got, _expected("space_to_depth", x, "depth_first", 2))
     # an 'O' in a field's name reads as objects in the buffer's format: left to the Python path, which moves it
     named = np.zeros((1, 4, 2, 2), [("Oscar", "<i4")])
     named["Oscar"] = np.arange(16).reshape(1, 4, 2, 2)
-    assert _first()("space_to_depth", named, "depth_first", 2, (1, 16, 1, 1), None) is None
+    assert _first()("space_to_depth", named, "depth_first", 2, (1, 16, 1, 1), None, "auto") is None
     np.testing.assert_array_equal(dm.space_to_depth(named, "depth_first", 2), _expected("space_to_depth", named, "depth_first", 2))

@@ -107,10 +107,11 @@ def _first_depth(space_to_depth: bool, recipe_key: Hashable, data: Any, mode: An
     out_shape = shapes.static_depth_shape(space_to_depth, data.shape, mode, block_size)
     if out_shape is None:
         return None
-    # the core's first(): allocated, planned, lowered and run in one C call (no _check_size: the output holds
-    # the input's items, in another order; a large result goes on a line)
+    # the core's first(): allocated, planned, lowered and run in one C call, its program kept there for the
+    # call's repeats (no _check_size: the output holds the input's items, in another order; a large result
+    # goes on a line)
     done = core.first("space_to_depth" if space_to_depth else "depth_to_space", data, mode, block_size, out_shape,
-                      None if data.nbytes < _LINE_FROM else _allocate)
+                      None if data.nbytes < _LINE_FROM else _allocate, engine)
     if done is not None:
         _seen(recipe_key)
     return done

@@ -453,6 +453,30 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     Py_END_ALLOW_THREADS return result;
 }
 
+// The entry of a call's key, made where there is none (past kMaxEntries the table starts again empty) for
+// results of `out_shape` (a tuple of dst's dims) made by `allocate`; null where the key's entry is for
+// results of another shape.
+Entry* entry_for(const Key& key, dm::planner::Call&& call, PyObject* dtype, PyObject* out_shape, PyObject* allocate,
+                 const Py_buffer& dst, Py_ssize_t itemsize) {
+    auto found = table->find(key);
+    if (found == table->end()) {
+        if (table->size() >= kMaxEntries) table->clear();
+        auto entry = std::make_shared<Entry>();
+        entry->dtype = Py_NewRef(dtype);
+        entry->out_shape = Py_NewRef(out_shape);
+        entry->allocate = Py_NewRef(allocate);
+        entry->direct = allocate == settings.empty && settings.new_from_descr != nullptr;
+        entry->itemsize = itemsize;
+        entry->out_dims.assign(dst.shape, dst.shape + dst.ndim);
+        entry->out_bytes = dst.len;
+        entry->call = std::move(call);
+        found = table->emplace(key, std::move(entry)).first;
+    }
+    Entry& entry = *found->second;
+    const bool same = (int)entry.out_dims.size() == dst.ndim && std::equal(entry.out_dims.begin(), entry.out_dims.end(), dst.shape);
+    return same ? &entry : nullptr;
+}
+
 // The bytes of an item of an array of `dtype` that the core may move (its buffer's item size), or 0 for
 // items it may not: objects (references, counted), or none of no bytes. Read from the array's buffer view
 // the first time a dtype object is met, then remembered (a dtype held, up to kKnownDtypes of them: NumPy's
@@ -474,12 +498,13 @@ Py_ssize_t item_bytes(PyObject* array, PyObject* dtype) {
 
 // first(op, data, mode, block_size, out_shape, allocate) -> a new result, or None: see module.cpp's entry.
 PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "datamove._native.first takes 6 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "datamove._native.first takes 7 arguments");
         return nullptr;
     }
     using namespace dm::planner;
     PyObject *op = args[0], *data = args[1], *mode = args[2], *out_shape = args[4], *allocate = args[5];
+    PyObject* engine = args[6];
     if (table == nullptr || !settings.fields_read || (PyObject*)Py_TYPE(data) != settings.ndarray ||
         !PyTuple_CheckExact(out_shape) || PyTuple_GET_SIZE(out_shape) > kMaxRank ||
         (allocate == Py_None && settings.new_from_descr == nullptr))
@@ -529,11 +554,22 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (threads == 0 || !stream_of(held.dst.len, &stream, &run_mode)) return Py_DECREF(result), Py_NewRef(Py_None);
     Layout src, dst;
     layout_from(held.src, &src), layout_from(held.dst, &dst);
-    std::vector<int64_t> program;
-    if (!program_of(&call, src, dst, stream, &program)) return Py_DECREF(result), Py_NewRef(Py_None);
-    PyObject* ran = run_program(program.data(), (Py_ssize_t)program.size(), held.src, held.dst, threads, run_mode);
+    auto program = std::make_shared<std::vector<int64_t>>();
+    if (!program_of(&call, src, dst, stream, program.get())) return Py_DECREF(result), Py_NewRef(Py_None);
+    PyObject* ran = run_program(program->data(), (Py_ssize_t)program->size(), held.src, held.dst, threads, run_mode);
     if (ran == nullptr) return Py_DECREF(result), nullptr;
     Py_DECREF(ran);
+    // kept for the call's repeats, as a kept recipe's programs are (remember): its second call is then
+    // repeated's, with no recipe made in Python. (The key as repeated reads it: the parameters as given.)
+    Key key;
+    Call keyed;
+    if (push_call(op, mode, args[3], settings.s_channels_first, engine, &key, &keyed) &&
+        push_layout(held.src, dtype, &key)) {
+        Entry* entry = entry_for(key, std::move(keyed), dtype, out_shape, allocate == Py_None ? settings.empty : allocate,
+                                 held.dst, itemsize);
+        if (entry != nullptr && kept_for(*entry, held.src, held.dst, stream) == nullptr)
+            keep(*entry, held.src, held.dst, stream, std::move(program));
+    }
     return result;
 }
 
@@ -566,27 +602,14 @@ PyObject* py_remember(PyObject*, PyObject* args) {
     PyObject* dtype = fields(data)->descr;
     if (fields(out)->descr != dtype || !push_call(op, a, b, c, engine, &key, &call) || !push_layout(held.src, dtype, &key))
         Py_RETURN_FALSE;
-    auto found = table->find(key);
-    if (found == table->end()) {
-        if (table->size() >= kMaxEntries) table->clear();
-        auto entry = std::make_shared<Entry>();
-        entry->dtype = Py_NewRef(dtype);
-        entry->out_shape = PyObject_GetAttr(out, settings.s_shape);
-        if (entry->out_shape == nullptr) return nullptr;
-        entry->allocate = Py_NewRef(allocate);
-        entry->direct = allocate == settings.empty && settings.new_from_descr != nullptr;
-        entry->itemsize = itemsize;
-        entry->out_dims.assign(held.dst.shape, held.dst.shape + held.dst.ndim);
-        entry->out_bytes = held.dst.len;
-        entry->call = std::move(call);
-        found = table->emplace(key, std::move(entry)).first;
-    }
-    Entry& entry = *found->second;
-    if ((int)entry.out_dims.size() != held.dst.ndim || !std::equal(entry.out_dims.begin(), entry.out_dims.end(), held.dst.shape))
-        Py_RETURN_FALSE;  // (not the output this layout's call makes: nothing kept)
-    if (kept_for(entry, held.src, held.dst, stream) != nullptr) Py_RETURN_TRUE;
+    PyObject* out_shape = PyObject_GetAttr(out, settings.s_shape);
+    if (out_shape == nullptr) return nullptr;
+    Entry* entry = entry_for(key, std::move(call), dtype, out_shape, allocate, held.dst, itemsize);
+    Py_DECREF(out_shape);
+    if (entry == nullptr) Py_RETURN_FALSE;  // (not the output this layout's call makes: nothing kept)
+    if (kept_for(*entry, held.src, held.dst, stream) != nullptr) Py_RETURN_TRUE;
     const int64_t* words = static_cast<const int64_t*>(program.buf);
-    keep(entry, held.src, held.dst, stream, std::make_shared<const std::vector<int64_t>>(words, words + program.len / 8));
+    keep(*entry, held.src, held.dst, stream, std::make_shared<const std::vector<int64_t>>(words, words + program.len / 8));
     Py_RETURN_TRUE;
 }
 
