@@ -18,6 +18,7 @@ from datamove.engines import native_engine
 from datamove.outputs import LINE_FROM
 
 import reference
+from concurrency import run_threads
 
 pytestmark = pytest.mark.skipif(not native_engine.available(), reason="needs the compiled core")
 
@@ -178,3 +179,27 @@ def test_many_dtype_objects():
     named["Oscar"] = np.arange(16).reshape(1, 4, 2, 2)
     assert _first()("space_to_depth", named, "depth_first", 2, (1, 16, 1, 1), None, "auto") is None
     np.testing.assert_array_equal(dm.space_to_depth(named, "depth_first", 2), _expected("space_to_depth", named, "depth_first", 2))
+
+
+def test_threads_making_first_calls_of_the_same_and_other_shapes_at_once():
+    """Threads calling new shapes at once (some the same shape, whose programs each keeps, some large enough
+    to run with the GIL released) while one empties the table: every result right."""
+    shapes = [(1, 4, 8, 2 * k) for k in range(1, 9)] + [(1, 16, 256, 512)]
+    inputs = [np.random.default_rng(k).integers(0, 99, size=s).astype(np.float32) for k, s in enumerate(shapes)]
+    wants = [_expected("space_to_depth", x, "blocks_first", 2) for x in inputs]
+    failures = []
+
+    def work(i):
+        try:
+            for round_ in range(12):
+                if i == 0 and round_ % 3 == 0:
+                    recipes.RECIPES.clear()  # (and the core's table)
+                k = (i + round_) % len(inputs)
+                got = dm.space_to_depth(inputs[k], "blocks_first", 2)
+                if not np.array_equal(got, wants[k]):
+                    failures.append((i, round_, k))
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            failures.append(repr(exc))
+
+    run_threads(work, 8)
+    assert failures == []
