@@ -60,9 +60,10 @@ def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
                             "more than an array can hold (2**63 - 1)")
 
 
-#: The keys of calls made once, by the core in one call (:func:`~datamove.engines.native_engine.first_call`),
-#: whose recipe the key's second call makes: a shape seen once costs no recipe. A plain dict (its get and
-#: set are atomic), forgotten whole when it reaches the recipes' bound.
+#: The keys of depth calls made once, by the core in one call (its ``first``, :func:`_first_depth`), which
+#: keeps their programs for its repeats: a second call the core's table does not take (another core in
+#: ``native_engine``, an out= of another layout, the table emptied) makes the recipe, not another first
+#: call. A plain dict (its get and set are atomic), forgotten whole when it reaches the recipes' bound.
 _SEEN: Dict[Hashable, bool] = {}
 
 
@@ -88,7 +89,8 @@ def _run(op: str, resolved: shapes.Resolved, data: Any, out: Any, engine: Any, r
 
 
 def _seen(recipe_key: Optional[Hashable]) -> None:
-    """``recipe_key``'s first call was the core's: its next makes the recipe (``_SEEN``)."""
+    """``recipe_key``'s first call was the core's: its next, where the core does not repeat it, makes the
+    recipe (``_SEEN``)."""
     if recipe_key is not None:
         if len(_SEEN) >= _RECIPES.maxsize:
             _SEEN.clear()

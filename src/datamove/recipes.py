@@ -7,14 +7,17 @@ ints and strings only, so ``True`` or ``2.0`` never reuse a recipe made for
 with the same key skips everything but the copy: for a small array, an
 ``np.copyto`` between two views built straight on the arrays' buffers, with
 the dims merged, which costs no more than NumPy's own
-reshape/transpose/reshape idiom.
+reshape/transpose/reshape idiom. (A NumPy call the compiled core takes is kept
+by the core itself from its first run, a depth op's first call included, and
+repeated there before any Python step: ``src/native/core/repeat.cpp``; such a
+call makes a recipe only where the core's table does not take it.)
 
 >>> import numpy as np, datamove as dm
 >>> from datamove import recipes
 >>> x = np.arange(16.0).reshape(1, 1, 4, 4)
->>> first = dm.space_to_depth(x, "blocks_first", 2)
->>> again = dm.space_to_depth(x, "blocks_first", 2)   # from the recipe
->>> ("space_to_depth", "blocks_first", 2, "auto", x.shape, x.strides, x.dtype) in recipes.RECIPES
+>>> first = dm.space_to_depth(x, "blocks_first", 2, engine="numpy")
+>>> again = dm.space_to_depth(x, "blocks_first", 2, engine="numpy")   # from the recipe
+>>> ("space_to_depth", "blocks_first", 2, "numpy", x.shape, x.strides, x.dtype) in recipes.RECIPES
 True
 >>> bool((first == again).all())
 True
