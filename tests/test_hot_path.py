@@ -104,13 +104,13 @@ def test_forced_numpy_stays_off_the_core_and_small_repeats_go_to_it(recorded):
     assert recorded.runs == [] and recorded.calls == []  # engine="numpy": never the core
     for _ in range(3):
         np.testing.assert_array_equal(dm.space_to_depth(small, *args), _expected(op, args, small))
-    # a new shape's first call is the core's, which plans it for less than the Python side would; a small
-    # array's repeats are the core's too, from the second call (the third the core's alone, which this
-    # recording core leaves to the Python side)
-    assert len(recorded.runs) == 2 and [op for op, _, _ in recorded.calls] == [2]
-    for _ in range(3):  # engine="native": the core from the first call (planned there), then its recipe
+    # a new shape's first call is the core's (first()), which plans it for less than the Python side would
+    # and keeps it; its repeats are the core's alone, which this recording core leaves to the Python side: at
+    # the second call first() says the core keeps it already, and the recipe is made, on the core
+    assert len(recorded.runs) == 2 and [op for op, _, _ in recorded.calls] == [2, 2]
+    for _ in range(3):  # engine="native": the same
         np.testing.assert_array_equal(dm.space_to_depth(x, *args, engine="native"), _expected(op, args, x))
-    assert len(recorded.calls) == 2 and len(recorded.runs) == 4
+    assert len(recorded.calls) == 4 and len(recorded.runs) == 4
 
 
 @pytest.mark.parametrize("case, shape", CASES, ids=IDS)
@@ -284,7 +284,7 @@ def test_a_new_depth_shape_goes_from_the_rules_straight_to_the_core(op, shape, m
         first = getattr(dm, op)(x, "depth_first", 2)
     np.testing.assert_array_equal(first, expected)
     assert first.flags.c_contiguous and not np.shares_memory(first, x)
-    assert len(recorded.calls) == 1 and not recipes.RECIPES  # (an empty result too: made there, nothing run)
+    assert len(recorded.calls) == 1 and not recipes.RECIPES  # (an empty result: first() leaves it to the Python path)
     np.testing.assert_array_equal(getattr(dm, op)(x, "depth_first", 2), expected)  # the recipe's maker
     assert len(recipes.RECIPES) == 1
 

@@ -33,7 +33,7 @@ def remember(op: str, a: object, b: object, c: object, engine: str, data: object
 # A depth op's first call of a layout (validated by datamove.ops), allocated, planned and run in one C call, its
 # program kept for repeated()
 def first(op: str, data: object, mode: str, block_size: int, out_shape: tuple[int, ...], allocate: object,
-          engine: str, /) -> object: ...  # None: not taken
+          engine: str, /) -> object: ...  # None: not taken; False: kept already
 def forget() -> None: ...
 def repeat_setup(ndarray: type, threads: dict[str, object], engine: dict[str, object], probes: tuple[object, ...],
                  empty: object, api: object, /) -> None: ...

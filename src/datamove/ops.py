@@ -60,10 +60,10 @@ def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
                             "more than an array can hold (2**63 - 1)")
 
 
-#: The keys of depth calls made once, by the core in one call (its ``first``, :func:`_first_depth`), which
-#: keeps their programs for its repeats: a second call the core's table does not take (another core in
-#: ``native_engine``, an out= of another layout, the table emptied) makes the recipe, not another first
-#: call. A plain dict (its get and set are atomic), forgotten whole when it reaches the recipes' bound.
+#: The keys of calls made once by the core in one call (:func:`~datamove.engines.native_engine.first_call`),
+#: whose recipe the key's next call makes: a shape seen once costs no recipe. (A depth op's first call, by
+#: the core's ``first``, is kept in the core's own table, which says when its next call is the recipe's:
+#: :func:`_first_depth`.) A plain dict (its get and set are atomic), forgotten whole at the recipes' bound.
 _SEEN: Dict[Hashable, bool] = {}
 
 
@@ -104,7 +104,7 @@ def _first_depth(space_to_depth: bool, recipe_key: Hashable, data: Any, mode: An
     else made (:func:`_run` makes a ``Resolved``, a ``Call`` and checks ``out``); None, nothing done, for
     any call that path does not take, which :func:`_run` then validates and runs."""
     core = native_engine._native  # (the one native_engine runs: a test may put a recording or another level's)
-    if (engine != "auto" and engine != "native") or recipe_key in _SEEN or core is None:
+    if (engine != "auto" and engine != "native") or core is None:
         return None
     out_shape = shapes.static_depth_shape(space_to_depth, data.shape, mode, block_size)
     if out_shape is None:
@@ -114,8 +114,9 @@ def _first_depth(space_to_depth: bool, recipe_key: Hashable, data: Any, mode: An
     # goes on a line)
     done = core.first("space_to_depth" if space_to_depth else "depth_to_space", data, mode, block_size, out_shape,
                       None if data.nbytes < _LINE_FROM else _allocate, engine)
-    if done is not None:
+    if done is False:  # the core keeps this call already, and its repeat did not take it: the recipe's turn
         _seen(recipe_key)
+        return None
     return done
 
 

@@ -270,7 +270,8 @@ PyMethodDef methods[] = {
      "call of an exact ndarray, channels first (datamove.shapes.static_depth_shape's out_shape), planned, "
      "lowered and run by the core into a new C-contiguous result in one C call: a layout's first call, its "
      "program kept for repeated(). allocate makes the result (None: as np.empty makes it). None, nothing made, "
-     "where the planner takes none or native_engine.CORE_PLANS is off."},
+     "where the planner takes none or native_engine.CORE_PLANS is off; False, nothing made, where the call is "
+     "kept already (its repeat was not repeated()'s: its recipe's turn)."},
     {"remember", py_remember, METH_VARARGS,
      "remember(op, a, b, c, engine, data, out, program, stream, allocate): keep the program that has just run "
      "this validated call of a kept recipe, for repeated(); allocate makes its new results."},

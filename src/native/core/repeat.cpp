@@ -514,21 +514,24 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         if (plans == nullptr) PyErr_Clear();
         Py_RETURN_NONE;
     }
+    // the call's key, as repeated() reads it (the parameters as given; channels first, as ops hands it)
+    Key key;
     Call call;
-    if (same_str(op, settings.s_space_to_depth)) call.op = SPACE_TO_DEPTH;
-    else if (same_str(op, settings.s_depth_to_space)) call.op = DEPTH_TO_SPACE;
-    else Py_RETURN_NONE;
-    if (same_str(mode, settings.s_blocks_first)) call.mode = BLOCKS_FIRST;
-    else if (same_str(mode, settings.s_depth_first)) call.mode = DEPTH_FIRST;
-    else Py_RETURN_NONE;
-    if (!exact_int(args[3], &call.block_size)) Py_RETURN_NONE;
+    Held held;
+    view_from_fields(data, &held.src);
+    PyObject* dtype = fields(data)->descr;
+    if (!push_call(op, mode, args[3], settings.s_channels_first, engine, &key, &call) ||
+        (call.op != SPACE_TO_DEPTH && call.op != DEPTH_TO_SPACE) || !push_layout(held.src, dtype, &key))
+        Py_RETURN_NONE;
+    // a call kept already is one whose repeat repeated() did not take (a result at an alignment it could not
+    // plan for, another core in native_engine): its recipe is made now, in Python (ops: False)
+    if (table->find(key) != table->end()) Py_RETURN_FALSE;
     std::array<Py_ssize_t, kMaxRank> dims;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(out_shape); ++k) {
         int64_t d;
         if (!exact_int(PyTuple_GET_ITEM(out_shape, k), &d) || d < 0) Py_RETURN_NONE;
         dims[k] = (Py_ssize_t)d;
     }
-    PyObject* dtype = fields(data)->descr;
     const Py_ssize_t itemsize = item_bytes(data, dtype);
     if (itemsize == 0) Py_RETURN_NONE;
     PyObject* result;
@@ -541,35 +544,29 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         result = PyObject_Vectorcall(allocate, shape_dtype, 2, nullptr);
     }
     if (result == nullptr) return nullptr;  // (a MemoryError, as the Python path's allocation would raise)
-    Held held;
     if ((PyObject*)Py_TYPE(result) != settings.ndarray || fields(result)->descr != dtype) {
         Py_DECREF(result);
         Py_RETURN_NONE;
     }
-    view_from_fields(data, &held.src), view_from_fields(result, &held.dst);
+    view_from_fields(result, &held.dst);
     set_itemsize(&held.src, itemsize), set_itemsize(&held.dst, itemsize);
-    if (held.dst.len == 0) return result;
+    Entry* entry = entry_for(key, std::move(call), dtype, out_shape, allocate == Py_None ? settings.empty : allocate,
+                             held.dst, itemsize);
+    if (held.dst.len == 0) return result;  // (nothing to move: the entry alone, which says the call was made)
     int stream, run_mode;
     const int threads = threads_now();
     if (threads == 0 || !stream_of(held.dst.len, &stream, &run_mode)) return Py_DECREF(result), Py_NewRef(Py_None);
     Layout src, dst;
     layout_from(held.src, &src), layout_from(held.dst, &dst);
     auto program = std::make_shared<std::vector<int64_t>>();
-    if (!program_of(&call, src, dst, stream, program.get())) return Py_DECREF(result), Py_NewRef(Py_None);
+    if (entry == nullptr || !program_of(&entry->call, src, dst, stream, program.get()))
+        return Py_DECREF(result), Py_NewRef(Py_None);
     PyObject* ran = run_program(program->data(), (Py_ssize_t)program->size(), held.src, held.dst, threads, run_mode);
     if (ran == nullptr) return Py_DECREF(result), nullptr;
     Py_DECREF(ran);
     // kept for the call's repeats, as a kept recipe's programs are (remember): its second call is then
-    // repeated's, with no recipe made in Python. (The key as repeated reads it: the parameters as given.)
-    Key key;
-    Call keyed;
-    if (push_call(op, mode, args[3], settings.s_channels_first, engine, &key, &keyed) &&
-        push_layout(held.src, dtype, &key)) {
-        Entry* entry = entry_for(key, std::move(keyed), dtype, out_shape, allocate == Py_None ? settings.empty : allocate,
-                                 held.dst, itemsize);
-        if (entry != nullptr && kept_for(*entry, held.src, held.dst, stream) == nullptr)
-            keep(*entry, held.src, held.dst, stream, std::move(program));
-    }
+    // repeated's, with no recipe made in Python
+    if (kept_for(*entry, held.src, held.dst, stream) == nullptr) keep(*entry, held.src, held.dst, stream, std::move(program));
     return result;
 }
 
