@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import numpy as np
 
 from .. import threads
-from ..outputs import allocate, allocator, unaliased
+from ..outputs import allocate, unaliased
 from ..caches import BoundedCache
 from ..plans import Plan, check_arrays, check_shapes
 from . import core_format, numpy_engine

@@ -588,15 +588,13 @@ PyObject* py_remember(PyObject*, PyObject* args) {
     Key key;
     Held held;
     dm::planner::Call call;
-    Py_buffer probe;  // data's item size, as its buffer says (a dtype with no buffer format: nothing kept)
-    if (!view_of(data, &probe, PyBUF_STRIDES)) Py_RETURN_FALSE;
-    const Py_ssize_t itemsize = probe.itemsize;
-    PyBuffer_Release(&probe);
+    PyObject* dtype = fields(data)->descr;
+    const Py_ssize_t itemsize = item_bytes(data, dtype);  // (0: items the core may not move, nothing kept)
+    if (itemsize == 0) Py_RETURN_FALSE;
     // (the layouts read as repeated reads them: an array's own strides, which a buffer view may change where
     // they do not matter, on an axis of one item or in an empty array)
     view_from_fields(data, &held.src), view_from_fields(out, &held.dst);
     set_itemsize(&held.src, itemsize), set_itemsize(&held.dst, itemsize);
-    PyObject* dtype = fields(data)->descr;
     if (fields(out)->descr != dtype || !push_call(op, a, b, c, engine, &key, &call) || !push_layout(held.src, dtype, &key))
         Py_RETURN_FALSE;
     PyObject* out_shape = PyObject_GetAttr(out, settings.s_shape);
