@@ -95,6 +95,7 @@ def _repeats(core) -> int:
                     assert np.array_equal(getattr(dm, op)(data, *args), want), (op, dtype, offset)
                     assert np.array_equal(getattr(dm, op)(data, *args, out=out), want), (op, dtype, offset)
                     compared += 2
+    _threads_with_the_table_emptied(rng)
     recipes.RECIPES.clear()  # (the table with them: nothing kept for the program below to hide behind)
     native_engine.STREAM_BYTES = 1 << 62  # (its stream mode, 0: none planned for another in its place)
     op, args, shape = calls[0]
@@ -109,6 +110,40 @@ def _repeats(core) -> int:
         raise AssertionError("a kept program that does not fit its arrays ran")
     recipes.RECIPES.clear()
     return compared
+
+
+def _threads_with_the_table_emptied(rng) -> None:
+    """Threads making first calls and repeats of the same shapes, of 64 KiB and more (run with the GIL
+    released: first() and repeated() hold their entry and program across the run), while one empties the
+    core's table: a use of what the emptying freed would be the sanitizer's to report."""
+    import threading
+
+    import datamove as dm
+    from datamove import recipes
+
+    inputs = [rng.integers(0, 99, size=(1, 8, 64, 32 * k)).astype(np.float32) for k in (2, 3, 4)]
+    wants = [dm.space_to_depth(x, "blocks_first", 2, engine="numpy") for x in inputs]
+    wrong = []
+
+    def work(i):
+        for round_ in range(40):
+            if i == 0 and round_ % 4 == 0:
+                recipes.RECIPES.clear()
+            k = (i + round_) % len(inputs)
+            if not np.array_equal(dm.space_to_depth(inputs[k], "blocks_first", 2), wants[k]):
+                wrong.append((i, round_))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong, wrong
 
 
 if __name__ == "__main__":

@@ -455,9 +455,10 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 
 // The entry of a call's key, made where there is none (past kMaxEntries the table starts again empty) for
 // results of `out_shape` (a tuple of dst's dims) made by `allocate`; null where the key's entry is for
-// results of another shape.
-Entry* entry_for(const Key& key, dm::planner::Call&& call, PyObject* dtype, PyObject* out_shape, PyObject* allocate,
-                 const Py_buffer& dst, Py_ssize_t itemsize) {
+// results of another shape. (Shared: first() holds it across its run, the GIL released, while another
+// thread may empty the table.)
+std::shared_ptr<Entry> entry_for(const Key& key, dm::planner::Call&& call, PyObject* dtype, PyObject* out_shape,
+                                 PyObject* allocate, const Py_buffer& dst, Py_ssize_t itemsize) {
     auto found = table->find(key);
     if (found == table->end()) {
         if (table->size() >= kMaxEntries) table->clear();
@@ -472,9 +473,9 @@ Entry* entry_for(const Key& key, dm::planner::Call&& call, PyObject* dtype, PyOb
         entry->call = std::move(call);
         found = table->emplace(key, std::move(entry)).first;
     }
-    Entry& entry = *found->second;
+    const Entry& entry = *found->second;
     const bool same = (int)entry.out_dims.size() == dst.ndim && std::equal(entry.out_dims.begin(), entry.out_dims.end(), dst.shape);
-    return same ? &entry : nullptr;
+    return same ? found->second : nullptr;
 }
 
 // The bytes of an item of an array of `dtype` that the core may move (its buffer's item size), or 0 for
@@ -550,8 +551,9 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     }
     view_from_fields(result, &held.dst);
     set_itemsize(&held.src, itemsize), set_itemsize(&held.dst, itemsize);
-    Entry* entry = entry_for(key, std::move(call), dtype, out_shape, allocate == Py_None ? settings.empty : allocate,
-                             held.dst, itemsize);
+    // (held across the run, the GIL released: another thread may empty the table meanwhile)
+    const std::shared_ptr<Entry> entry =
+        entry_for(key, std::move(call), dtype, out_shape, allocate == Py_None ? settings.empty : allocate, held.dst, itemsize);
     if (held.dst.len == 0) return result;  // (nothing to move: the entry alone, which says the call was made)
     int stream, run_mode;
     const int threads = threads_now();
@@ -599,7 +601,7 @@ PyObject* py_remember(PyObject*, PyObject* args) {
         Py_RETURN_FALSE;
     PyObject* out_shape = PyObject_GetAttr(out, settings.s_shape);
     if (out_shape == nullptr) return nullptr;
-    Entry* entry = entry_for(key, std::move(call), dtype, out_shape, allocate, held.dst, itemsize);
+    const std::shared_ptr<Entry> entry = entry_for(key, std::move(call), dtype, out_shape, allocate, held.dst, itemsize);
     Py_DECREF(out_shape);
     if (entry == nullptr) Py_RETURN_FALSE;  // (not the output this layout's call makes: nothing kept)
     if (kept_for(*entry, held.src, held.dst, stream) != nullptr) Py_RETURN_TRUE;
