@@ -218,9 +218,14 @@ def test_what_the_python_side_sets_is_read_at_each_call(monkeypatch):
         patched.setattr(native_engine, "STREAM_BYTES", 0)  # streamed: no program kept for that mode yet,
         patched.setattr(native_engine, "CORE_PLANS", False)  # and none planned here (the Python side's lowering)
         assert repeated(op, x, *given, None, "auto") is None
-        for _ in range(2):  # (the Python path keeps one: its recipe, made by the first, runs on the core)
-            np.testing.assert_array_equal(dm.space_to_depth(x, *args), want)
-        np.testing.assert_array_equal(repeated(op, x, *given, None, "auto"), want)
+        # the Python path keeps one for this out= (its alignment: a new result's would be malloc's): the
+        # recipe, made by the first call, runs on the core from the second
+        out = np.empty(want.shape, np.float32)
+        for _ in range(2):
+            np.testing.assert_array_equal(dm.space_to_depth(x, *args, out=out), want)
+        out[...] = 0
+        assert repeated(op, x, *given, out, "auto") is out
+        np.testing.assert_array_equal(out, want)
         patched.setattr(native_engine, "CORE_PLANS", True)
         patched.setattr(native_engine, "STREAM_BYTES", 1 << 62)
         patched.setattr(native_engine, "REGISTER_STREAM_BYTES", 0)  # the third mode: planned here
