@@ -116,9 +116,8 @@ def _threads_with_the_table_emptied(rng) -> None:
     """Threads making first calls and repeats of the same shapes, of 64 KiB and more (run with the GIL
     released: first() and repeated() hold their entry and program across the run), while one empties the
     core's table: a use of what the emptying freed would be the sanitizer's to report."""
-    import threading
-
     import datamove as dm
+    from concurrency import run_threads  # (tests/, this script's folder)
     from datamove import recipes
 
     inputs = [rng.integers(0, 99, size=(1, 8, 64, 32 * k)).astype(np.float32) for k in (2, 3, 4)]
@@ -133,16 +132,7 @@ def _threads_with_the_table_emptied(rng) -> None:
             if not np.array_equal(dm.space_to_depth(inputs[k], "blocks_first", 2), wants[k]):
                 wrong.append((i, round_))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_threads(work, 4)
     assert not wrong, wrong
 
 
