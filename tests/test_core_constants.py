@@ -94,6 +94,41 @@ def test_the_units_limits_are_the_ones_the_core_enforces(core):
         assert _takes(core, _program(_units(core, [zero] * 4, 4, src_step=src_step)), src, dst) == taken, src_step
 
 
+def test_the_units_words_are_the_ones_the_core_takes(core):
+    """A UNITS step moves words of UNIT_ITEMS bytes and no other (units.lower_units makes none of another)."""
+    zero = core.ZERO_WORD
+    for item in (1, 2, 4, 8, 16):
+        src, dst = np.zeros(8, np.uint8), np.ones(4 * item, np.uint8)
+        taken = _takes(core, _program(_units(core, [zero] * 4, 4, item=item)), src, dst)
+        assert taken == (item in core.UNIT_ITEMS), item
+        assert not taken or not dst.any()
+    assert core.UNIT_ITEMS == (4, 8)
+
+
+def test_a_steps_word_is_one_the_core_takes(core):
+    """Words are powers of two up to MAX_WORD bytes; gather windows' pixels up to MAX_WINDOW_WORD."""
+    dst = np.ones(4 * core.MAX_WINDOW_WORD, np.uint8)
+    for word in range(1, 2 * core.MAX_WINDOW_WORD + 1):
+        fill = native_engine._step("fill", word, 0, 0, 0, 0, 0, [[1, 0, 1]])
+        power = word & (word - 1) == 0
+        assert _takes(core, _program(fill), dst, dst) == (power and word <= core.MAX_WORD), word
+    assert not dst[:core.MAX_WORD].any() and dst[core.MAX_WORD:].all()  # what the words taken filled
+    assert core.MAX_WORD < core.MAX_WINDOW_WORD
+
+
+def test_every_constant_the_core_exports_is_read_where_python_uses_it(core):
+    """core_format reads each of the core's exports under its own name, and the modules that need one read
+    core_format's: the op and mode ids, the tile blocks, the thread bound (tests/test_planner.py holds the
+    two lowerings together bit for bit, so a value read wrong shows there too)."""
+    from datamove.engines import core_format, strided
+
+    for name in core_format.__all__:
+        assert getattr(core_format, name) == getattr(core, name), name
+    assert native_engine._OPS == core.OPS and native_engine._MODES == core.MODES
+    assert set(core.OPS) == {"batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"}
+    assert strided.BLOCKS == core.TILE_BLOCKS and threads.MAX_THREADS == core.MAX_THREADS
+
+
 def test_the_program_limits_are_the_ones_the_core_enforces(core):
     dst = np.ones(4, np.float32)
     fill = native_engine._step("fill", 4, 0, 0, 0, 0, 0, [[1, 0, 1]])
@@ -127,6 +162,7 @@ def test_without_the_core_the_package_imports_and_runs_on_numpy():
         "import numpy as np, datamove as dm\n"
         "from datamove.engines import native_engine, strided, units\n"
         "assert not native_engine.available() and native_engine._PATTERNS == {}\n"
+        "assert strided.BLOCKS == () and dm.threads.MAX_THREADS == sys.maxsize\n"
         "x = np.arange(4 * 4 * 8 * 8, dtype=np.float32).reshape(4, 4, 8, 8)\n"
         "y = dm.space_to_batch(x, [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])\n"
         "back = dm.batch_to_space(y, [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])\n"

@@ -854,8 +854,10 @@ def test_units_programs_with_their_tables():
     src = np.arange(1, 9, dtype=np.float32)
     dst = np.full(10, -1, np.float32)
     at = lambda a: a.__array_interface__["data"][0]  # noqa: E731
-    zero = -(2**31)
-    step = [7, 4, 0, 0, 0, 0, 1, 3, 2, 2, 2, 2, 0, 4, 2, 0, 1, 1, zero, 0, 1]
+    zero, units = core.ZERO_WORD, core.PATTERNS["units"]
+    big, parts = core.UNIT_WORDS + 1, core.MAX_PARTS
+    part = core.UNIT_ENTRIES // parts + 1
+    step = [units, 4, 0, 0, 0, 0, 1, 3, 2, 2, 2, 2, 0, 4, 2, 0, 1, 1, zero, 0, 1]
     for stream in (0, 2):
         dst[:] = -1
         core.run(np.array([1] + step, np.int64).tobytes(), src, dst, 1, stream)
@@ -864,9 +866,9 @@ def test_units_programs_with_their_tables():
            step[:1] + [2] + step[2:], step[:1] + [16] + step[2:],  # words of 2 and 16 bytes
            step[:10] + [3] + step[11:], step[:15] + [1] + step[16:],  # the units not one after another; l0.s
            step[:11] + [0] + step[12:], step[:11] + [65] + step[12:] + [0] * 126,  # no parts; more than 64
-           step[:17] + [1 << 28] + step[18:],  # an offset past 2**28
-           [7, 4, 0, 0, 0, 0, 0, 3, 1, 0, 16385, 1, 0, 0, 16385, 0, 1] + [0] * 16385,  # a unit over 16384 words
-           [7, 4, 0, 0, 0, 0, 0, 3, 1, 0, 4097, 64, 0, 4097, 4097, 0, 1] + [0] * (64 * 4097),  # 2**18 + 64 entries
+           step[:17] + [core.TABLE_REACH] + step[18:],  # an offset past the tables' reach (2**28)
+           [units, 4, 0, 0, 0, 0, 0, 3, 1, 0, big, 1, 0, 0, big, 0, 1] + [0] * big,  # a unit over UNIT_WORDS
+           [units, 4, 0, 0, 0, 0, 0, 3, 1, 0, part, parts, 0, part, part, 0, 1] + [0] * (parts * part),  # over UNIT_ENTRIES
            step[:17] + [-(2**63)] + step[18:], step[:9] + [2**62] + step[10:]]  # the farthest offset; a unit's step
     for program in bad:
         with pytest.raises(ValueError, match="malformed program"):

@@ -19,6 +19,24 @@ LINE: int  # bytes in a cache line, as the kernels count them
 MAX_LOOPS: int  # loops of one step
 MAX_STEPS: int  # steps of one program
 MAX_THREADS: int  # threads of one run
+MAX_WORD: int  # a step's widest word in bytes, but a gather window's
+MAX_WINDOW_WORD: int  # a gather window's widest word (a pixel)
+UNIT_ITEMS: tuple[int, ...]  # the item sizes a UNITS step moves
+# The planner's ids and thresholds (plan.hpp), read by the Python side's twin of it
+OPS: dict[str, int]  # the operations' ids by name
+MODES: dict[str, int]  # the depth modes' ids by name
+TILE_BLOCKS: tuple[int, ...]  # the rows of a gather or scatter tile
+MIN_ROWS: int
+CHUNK_WORDS: int
+CHUNK_BYTES: int
+SHARED_BYTES: int
+REREAD_BYTES: int
+SMALL_UNIT_WORDS: int
+TABLE_COST: int
+ROW_BYTES: int
+TABLE_SLACK: int  # the bytes a UNITS step's tables may take past the output's
+PIECE_WORDS: int  # block tiles' pieces this long write as well as longer ones
+FAN_OUT_BYTES: int  # streamed scatter tiles' input rows from which they read a block row at a time
 
 def run(program: bytes, src: object, dst: object, threads: int, stream: int, /) -> None: ...  # arrays: the buffer protocol
 def cache_bytes() -> int: ...

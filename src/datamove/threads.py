@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import operator
 import os
+import sys
 import warnings
 from typing import Optional
 
+from .engines import core_format
 from .errors import DataMoveError, brief
 
 __all__ = ["set_num_threads", "get_num_threads", "MAX_THREADS"]
 
-#: The most threads the core takes.
-MAX_THREADS = 1024
+#: The most threads the core takes (its ``MAX_THREADS``). Without the core no thread of datamove's runs a
+#: copy, and a count is bounded by nothing but being a count.
+MAX_THREADS = core_format.MAX_THREADS if core_format.MAX_THREADS > 0 else sys.maxsize
 
 
 def _usable_cores() -> int:

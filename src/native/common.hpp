@@ -202,7 +202,18 @@ constexpr int64_t kMaxParts = 64;
 // 64 channels, 1.42-1.58x the copy floor; as units, 0.61-0.73x (same process, in turns).
 constexpr int64_t kUnitsWords = 16384;
 constexpr int64_t kUnitsEntries = kMaxParts * 4096;
+// A UNITS step's words: 4 or 8 bytes, what its tables' gathers move (the module exports UNIT_ITEMS).
+constexpr int64_t kUnitItems[] = {4, 8};
+inline bool unit_item(int64_t word) { return word == kUnitItems[0] || word == kUnitItems[1]; }
 constexpr int64_t kUnitsChunkBytes = 256 * 1024;
+
+// The words a step moves: powers of two up to kMaxWord bytes, and pixels up to kMaxWindowWord bytes in
+// gather windows only (rows_for compiles those for them alone). The module exports both.
+constexpr int64_t kMaxWord = 16;
+constexpr int64_t kMaxWindowWord = 128;
+inline bool step_word(int64_t word, int64_t pattern) {
+    return word >= 1 && word <= kMaxWindowWord && !(word & (word - 1)) && (word <= kMaxWord || pattern == GATHER_WINDOW);
+}
 
 constexpr int kMaxLoops = 256;
 constexpr int kMaxSteps = 1 << 16;

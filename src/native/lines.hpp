@@ -840,8 +840,9 @@ inline bool strided_fits(const Step& st) {
     if (!kAvx512 || st.pattern != STRIDED || !st.nouter || (W != 4 && W != 8) || st.l0.d != 1 || n < 1 ||
         (n % L && L % n) || st.l1.d != n || st.l1.n * n % L || st.outer[st.nouter - 1].d != st.l1.n * n)
         return false;
-    // a vector's lane offsets (in words) fit the instruction's 32-bit indices
-    return (L - 1) * (std::abs(st.l1.s) + std::abs(st.l0.s)) < (1ll << 28);
+    // a vector's lane offsets fit the instruction's 32-bit indices, in bytes for words of up to 8
+    constexpr int64_t kIndexWords = (int64_t(1) << 31) / 8;
+    return (L - 1) * (std::abs(st.l1.s) + std::abs(st.l0.s)) < kIndexWords;
 #else
     (void)st;
     return false;

@@ -36,6 +36,16 @@ constexpr int64_t kRereadBytes = int64_t(1) << 20;
 constexpr int64_t kSmallUnitWords = 4096;
 constexpr int64_t kTableCost = 24;
 constexpr int64_t kRowBytes = 256;
+// The bytes a UNITS step's tables may take past the output's own (units.TABLE_SLACK).
+constexpr int64_t kTableSlack = int64_t(1) << 20;
+// The tile blocks (rows of a gather or scatter tile): strided.BLOCKS.
+constexpr int64_t kTileBlocks[] = {2, 3, 4};
+// Block tiles writing pieces of this many words or more write as well as longer ones: the longest up to it
+// wins (strided.schedule's PIECE_WORDS); runs shorter than it follow their block loop's side (SHORT_RUN_WORDS).
+constexpr int64_t kPieceWords = 64;
+// Scatter tiles whose input rows are this many bytes or more read one block row at a time when streamed
+// (strided.fan_out_first's FAN_OUT_BYTES).
+constexpr int64_t kFanOutBytes = 1024;
 enum Mode { BLOCKS_FIRST = 0, DEPTH_FIRST = 1 };
 
 // A validated call's op and parameters (datamove.shapes has checked every rule).

@@ -15,10 +15,12 @@ limit is -1: :func:`~datamove.engines.native_engine.core` refuses such a core, a
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 __all__ = ["PATTERNS", "ZERO_WORD", "MAX_PARTS", "UNIT_WORDS", "UNIT_ENTRIES", "TABLE_REACH", "LINE", "MIN_ROWS",
-           "CHUNK_WORDS", "CHUNK_BYTES", "SHARED_BYTES", "REREAD_BYTES", "SMALL_UNIT_WORDS", "TABLE_COST", "ROW_BYTES"]
+           "CHUNK_WORDS", "CHUNK_BYTES", "SHARED_BYTES", "REREAD_BYTES", "SMALL_UNIT_WORDS", "TABLE_COST", "ROW_BYTES",
+           "MAX_THREADS", "MAX_WORD", "MAX_WINDOW_WORD", "UNIT_ITEMS", "TABLE_SLACK", "TILE_BLOCKS", "PIECE_WORDS",
+           "FAN_OUT_BYTES", "OPS", "MODES"]
 
 _core: Optional[ModuleType]
 try:
@@ -46,6 +48,18 @@ UNIT_ENTRIES = _limit("UNIT_ENTRIES")
 TABLE_REACH = _limit("TABLE_REACH")
 #: Bytes in a cache line, as the kernels count them (streamed stores go a line at a time).
 LINE = _limit("LINE")
+#: The most threads of one run.
+MAX_THREADS = _limit("MAX_THREADS")
+#: A step's widest word in bytes (steps move words of 1, 2, 4, ... up to it), but a gather window's.
+MAX_WORD = _limit("MAX_WORD")
+#: A gather window's widest word: a pixel of up to this many bytes.
+MAX_WINDOW_WORD = _limit("MAX_WINDOW_WORD")
+#: The item sizes a UNITS step moves (empty without the core: no UNITS step is made).
+UNIT_ITEMS: Tuple[int, ...] = tuple(getattr(_core, "UNIT_ITEMS", ()))
+#: The planner's operation ids by name ("batch_to_space", "space_to_batch", "space_to_depth",
+#: "depth_to_space"), and its mode ids ("blocks_first", "depth_first"), as :func:`_native.call` takes them.
+OPS: Dict[str, int] = dict(getattr(_core, "OPS", {}))
+MODES: Dict[str, int] = dict(getattr(_core, "MODES", {}))
 
 # The planner's thresholds (src/native/plan.hpp), for the Python side's twin of it (native_engine's _split,
 # strided.runs_together, units.lower_units), whose docstrings give the measurements behind them.
@@ -65,3 +79,12 @@ SMALL_UNIT_WORDS = _limit("SMALL_UNIT_WORDS")
 TABLE_COST = _limit("TABLE_COST")
 #: Output rows from this many bytes keep the windows.
 ROW_BYTES = _limit("ROW_BYTES")
+#: The bytes a UNITS step's tables may take past the output's own.
+TABLE_SLACK = _limit("TABLE_SLACK")
+#: The rows of a gather or scatter tile (empty without the core: no tile is made).
+TILE_BLOCKS: Tuple[int, ...] = tuple(getattr(_core, "TILE_BLOCKS", ()))
+#: Block tiles writing pieces of this many words write as well as longer ones (the longest up to it wins);
+#: contiguous runs shorter than it follow their block loop's side.
+PIECE_WORDS = _limit("PIECE_WORDS")
+#: Streamed scatter tiles whose input rows are this many bytes or more read a block row at a time.
+FAN_OUT_BYTES = _limit("FAN_OUT_BYTES")

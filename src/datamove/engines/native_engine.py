@@ -320,9 +320,9 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
     return _PROGRAMS.put(key, found)
 
 
-#: The planner's op ids and modes (``src/native/plan.hpp``).
-_OPS = {"batch_to_space": 0, "space_to_batch": 1, "space_to_depth": 2, "depth_to_space": 3}
-_MODES = {"blocks_first": 0, "depth_first": 1}
+#: The planner's op ids and modes, as the core exports them (``src/native/plan.hpp``).
+_OPS = core_format.OPS
+_MODES = core_format.MODES
 
 
 def _core_args(call: "Call") -> Tuple[Any, ...]:
@@ -331,9 +331,8 @@ def _core_args(call: "Call") -> Tuple[Any, ...]:
     mode = params.get("mode")
     if mode is not None:
         return (_OPS[call.op], (), (), (), _MODES[mode], params["block_size"])
-    if call.op == "batch_to_space":
-        return (0, params["block_shape"], params["crops_begin"], params["crops_end"], 0, 1)
-    return (1, params["block_shape"], params["pads_begin"], params["pads_end"], 0, 1)
+    begin, end = ("crops_begin", "crops_end") if call.op == "batch_to_space" else ("pads_begin", "pads_end")
+    return (_OPS[call.op], params["block_shape"], params[begin], params[end], 0, 1)  # (no mode: 0, block 1)
 
 
 #: Whether calls are planned by the core (False: by :func:`program`, the Python side's lowering, which the
@@ -359,6 +358,8 @@ def first_call(call: "Call", data: np.ndarray, out: Optional[np.ndarray]) -> Opt
     where the core is not loaded, its planner takes none, or the items are references.
 
     No recipe, no Python plan and no program kept: a workload whose shapes vary pays this on every call."""
+    if _native is None:  # (nor its op ids)
+        return None
     return first_run(_core_args(call), call.out_shape, data, out)
 
 

@@ -130,7 +130,7 @@ def runs_together(outer: List[List[int]], n: int, word: int = 1) -> List[List[in
     >>> runs_together([[304, 55296, 55296], [8, 6912, 256], [3, 2304, 18432], [16, 144, 16], [3, 48, 6144]], 16, 4)
     [[304, 55296, 55296], [3, 2304, 18432], [8, 6912, 256], [16, 144, 16], [3, 48, 6144]]
     """
-    if n * word < 64:
+    if n * word < core_format.LINE:
         return outer
     for r, run in enumerate(outer):
         if run[2] != n:
@@ -224,7 +224,7 @@ def schedule(loops: List[List[int]], fill: bool = False, word: int = 1) -> Tuple
                         rest = [l for l in loops if l is not i and l is not j1 and l is not j2]
                         found.append((i[0] * block, "scatter2", block, following(2, rest) + [j2, j1, i]))
         if found:
-            _, pattern, block, ordered = max(found, key=lambda f: min(f[0], 64))  # the first of the longest
+            _, pattern, block, ordered = max(found, key=lambda f: min(f[0], core_format.PIECE_WORDS))  # the first of the longest
             return pattern, block, ordered
     side = 2 if fill else 1
     unit = [l for l in loops if l[2] == 1 and (fill or l[1] == 1)]
@@ -237,7 +237,7 @@ def schedule(loops: List[List[int]], fill: bool = False, word: int = 1) -> Tuple
         def jump(side: int) -> int:
             return max((abs(l[3 - side]) for l in rest if l[side] == inner[0]), default=-1)
 
-        side = 1 if not fill and inner[0] < 64 and jump(1) > jump(2) else 2
+        side = 1 if not fill and inner[0] < core_format.PIECE_WORDS and jump(1) > jump(2) else 2
         return "contiguous", 0, following(side, rest) + [inner]
     inner = min(loops, key=lambda l: (min(abs(l[side]), abs(l[2])), -l[0]))
     return "strided", 0, following(2, [l for l in loops if l is not inner]) + [inner]
@@ -274,7 +274,7 @@ def fan_out_first(loops: Sequence[Sequence[int]], word: int, start: int = 0, spa
     nest = [list(l) for l in loops]
     outer, tile = nest[:-2], nest[-2:]
     run = tile[1][0] * tile[1][1]  # a row's src words
-    if tile[1][1] != 1 or run * word < 1024:
+    if tile[1][1] != 1 or run * word < core_format.FAN_OUT_BYTES:
         return nest
     line = core_format.LINE  # the core's line: its streams' unit
     if start % line or span % line or any(l[2] * word % line for l in outer):
@@ -285,8 +285,8 @@ def fan_out_first(loops: Sequence[Sequence[int]], word: int, start: int = 0, spa
     return nest
 
 
-#: Block sizes with a specialised tile (see ``src/native/rows.hpp``).
-BLOCKS = (2, 3, 4)
+#: Block sizes with a specialised tile (see ``src/native/rows.hpp``), as the core exports them.
+BLOCKS = core_format.TILE_BLOCKS
 
 
 def _finish(loops: List[List[int]], starts: Sequence[int], addresses: Sequence[int], fill: bool = False,
@@ -386,8 +386,8 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     side = 1 if window.space == "src" else 2  # the space side: contiguous along the window
     # scatter windows take items of up to 16 bytes (the core's kernels for 32- to 128-byte words are gather
     # windows' only: an item of complex256 or a 32-byte structure goes to the copies' nests)
-    if word not in (1, 2, 4, 8, 16, 32, 64, 128) or offsets[side] != word or (
-            window.space != "src" and (word != itemsize or word > 16)):
+    if word & (word - 1) or not 1 <= word <= core_format.MAX_WINDOW_WORD or offsets[side] != word or (
+            window.space != "src" and (word != itemsize or word > core_format.MAX_WORD)):
         return None
     rest = [l for l in rest if l not in unit]
     if addresses is None:

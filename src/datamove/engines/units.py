@@ -81,7 +81,7 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
     if op == "space_to_batch" and not (plan.fills or plan.window_fills):
         return None
     item, groups = data.dtype.itemsize, math.prod(block)
-    if (item not in (4, 8) or data.ndim < 3 or any(s % item for s in data.strides + out.strides)
+    if (item not in core_format.UNIT_ITEMS or data.ndim < 3 or any(s % item for s in data.strides + out.strides)
             or groups > core_format.MAX_PARTS):
         return None
     # The output's innermost axis: the windows' rows where it is blocked or padded (long rows keep them),
@@ -117,7 +117,7 @@ def lower_units(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any
             continue
         if op == "space_to_batch":
             parts, part_step = groups, images * dst_strides[0]
-            if parts * unit > core_format.UNIT_ENTRIES or TABLE_COST * parts * unit > out.nbytes + (1 << 20):
+            if parts * unit > core_format.UNIT_ENTRIES or TABLE_COST * parts * unit > out.nbytes + core_format.TABLE_SLACK:
                 continue
             tables = _space_to_batch_tables(data.shape, src_strides, out.shape, block, begin, first, core_format.ZERO_WORD)
         else:

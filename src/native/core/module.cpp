@@ -343,7 +343,19 @@ PyMODINIT_FUNC PyInit__native(void) {
                                        "scatter_window", SCATTER_WINDOW, "units", UNITS);
     if (patterns == nullptr) return nullptr;
     if (PyModule_AddObject(m, "PATTERNS", patterns) < 0) return Py_DECREF(patterns), nullptr;
-    const std::array<std::pair<const char*, long long>, 17> limits{{
+    // the planner's operations and modes (plan.hpp), and the tile blocks and UNITS words it lowers to
+    PyObject* ops = Py_BuildValue("{sisisisi}", "batch_to_space", dm::planner::BATCH_TO_SPACE, "space_to_batch",
+                                  dm::planner::SPACE_TO_BATCH, "space_to_depth", dm::planner::SPACE_TO_DEPTH,
+                                  "depth_to_space", dm::planner::DEPTH_TO_SPACE);
+    if (ops == nullptr || PyModule_AddObject(m, "OPS", ops) < 0) return Py_XDECREF(ops), nullptr;
+    PyObject* modes = Py_BuildValue("{sisi}", "blocks_first", dm::planner::BLOCKS_FIRST, "depth_first", dm::planner::DEPTH_FIRST);
+    if (modes == nullptr || PyModule_AddObject(m, "MODES", modes) < 0) return Py_XDECREF(modes), nullptr;
+    PyObject* blocks = Py_BuildValue("(LLL)", (long long)dm::planner::kTileBlocks[0], (long long)dm::planner::kTileBlocks[1],
+                                     (long long)dm::planner::kTileBlocks[2]);
+    if (blocks == nullptr || PyModule_AddObject(m, "TILE_BLOCKS", blocks) < 0) return Py_XDECREF(blocks), nullptr;
+    PyObject* items = Py_BuildValue("(LL)", (long long)kUnitItems[0], (long long)kUnitItems[1]);
+    if (items == nullptr || PyModule_AddObject(m, "UNIT_ITEMS", items) < 0) return Py_XDECREF(items), nullptr;
+    const std::array<std::pair<const char*, long long>, 22> limits{{
         {"ZERO_WORD", kZeroWord},            // a UNITS table's entry for a word of zeros
         {"MAX_PARTS", kMaxParts},            // a UNITS step's parts (block offsets)
         {"UNIT_WORDS", kUnitsWords},         // the words of a given UNITS step's unit
@@ -353,6 +365,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"MAX_LOOPS", kMaxLoops},            // loops of one step
         {"MAX_STEPS", kMaxSteps},            // steps of one program
         {"MAX_THREADS", kMaxThreads},        // threads of one run
+        {"MAX_WORD", kMaxWord},              // a step's widest word, but a gather window's
+        {"MAX_WINDOW_WORD", kMaxWindowWord}, // a gather window's widest word (a pixel)
         // the planner's thresholds (plan.hpp), which the Python side's twin of it reads
         {"MIN_ROWS", dm::planner::kMinRows},
         {"CHUNK_WORDS", dm::planner::kChunkWords},
@@ -362,6 +376,9 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"SMALL_UNIT_WORDS", dm::planner::kSmallUnitWords},
         {"TABLE_COST", dm::planner::kTableCost},
         {"ROW_BYTES", dm::planner::kRowBytes},
+        {"TABLE_SLACK", dm::planner::kTableSlack},
+        {"PIECE_WORDS", dm::planner::kPieceWords},
+        {"FAN_OUT_BYTES", dm::planner::kFanOutBytes},
     }};
     for (const auto& [name, value] : limits)
         if (PyModule_AddObject(m, name, PyLong_FromLongLong(value)) < 0) return nullptr;

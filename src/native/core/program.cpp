@@ -525,10 +525,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total,
         Step& st = steps[s];
         const int64_t pattern = p[at], word = p[at + 1], block = p[at + 2];
         if (pattern < 0 || pattern > UNITS || block < 0 || block > 4) return false;
-        // words of 32 to 128 bytes (pixels) only in gather windows (rows_for: compiled for those only)
-        if (word != 1 && word != 2 && word != 4 && word != 8 && word != 16 &&
-            !((word == 32 || word == 64 || word == 128) && pattern == GATHER_WINDOW))
-            return false;
+        if (!step_word(word, pattern)) return false;
         st.pattern = (int)pattern;
         st.word = (int)word;
         st.block = (int)block;
@@ -571,7 +568,7 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total,
             const Loop on = loops[0], parts = loops[1];
             const int64_t unit = st.l0.n;
             constexpr int64_t kFar = kTableReach;
-            if ((st.word != 4 && st.word != 8) || nloops != 3 || unit < 1 || unit > kUnitsWords || st.l0.s != 0 || st.l0.d != 1 ||
+            if (!unit_item(st.word) || nloops != 3 || unit < 1 || unit > kUnitsWords || st.l0.s != 0 || st.l0.d != 1 ||
                 on.d != unit || on.n < 0 || on.s <= -kFar || on.s >= kFar || parts.n < 1 || parts.n > kMaxParts || parts.s != 0 ||
                 parts.n * unit > kUnitsEntries || at + parts.n * unit > n)
                 return false;

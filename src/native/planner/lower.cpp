@@ -72,7 +72,7 @@ int pattern_id(int name) {
 }
 
 // strided.BLOCKS
-inline bool is_block(int64_t b) { return b == 2 || b == 3 || b == 4; }
+inline bool is_block(int64_t b) { return b == kTileBlocks[0] || b == kTileBlocks[1] || b == kTileBlocks[2]; }
 
 struct Nest {  // strided.LoopNest
     int64_t word = 1, src_start = 0, dst_start = 0;
@@ -208,7 +208,7 @@ struct Lowering {
     // that both go on with the tile's rows moved outside them (as much of the outer as REREAD_BYTES allow).
     void runs_together(Loops* outer, int64_t n, int64_t word) {
         const Loops& o = *outer;
-        if (n < 64 && n * word < 64) return;  // (n < 64: no overflow)
+        if (n < kLine && n * word < kLine) return;  // (n < kLine: no overflow)
         for (int r = 0; r < o.size; ++r) {
             const Loop run = o[r];
             if (run.d != n) continue;
@@ -268,7 +268,7 @@ struct Lowering {
             int64_t best_key = 0, best_block = 0;
             int bi = -1, bj = -1, bj2 = -1;
             auto consider = [&](int64_t key, int pattern, int64_t block, int i, int j, int j2) {
-                key = std::min<int64_t>(key, 64);
+                key = std::min<int64_t>(key, kPieceWords);
                 if (best < 0 || key > best_key) best = pattern, best_key = key, best_block = block, bi = i, bj = j, bj2 = j2;
             };
             for (int j = 0; j < size; ++j) {
@@ -279,7 +279,7 @@ struct Lowering {
                     if (i == j) continue;
                     const Loop& li = loops[i];
                     if (lj.s == 1 && li.s == b && li.d == 1) consider(li.n, N_GATHER, b, i, j, -1);
-                    if (lj.d == 1 && li.d == b && li.s == 1) consider(li.n >= 64 ? 64 : li.n * b, N_SCATTER, b, i, j, -1);
+                    if (lj.d == 1 && li.d == b && li.s == 1) consider(li.n >= kPieceWords ? kPieceWords : li.n * b, N_SCATTER, b, i, j, -1);
                 }
             }
             for (int j1 = 0; j1 < size; ++j1) {
@@ -297,7 +297,7 @@ struct Lowering {
                         const Loop& li = loops[i];
                         if (gather2 && li.s == block && li.d == 1) consider(li.n, N_GATHER2, block, i, j1, j2);
                         if (scatter2 && li.d == block && li.s == 1)
-                            consider(li.n >= 64 ? 64 : li.n * block, N_SCATTER2, block, i, j1, j2);
+                            consider(li.n >= kPieceWords ? kPieceWords : li.n * block, N_SCATTER2, block, i, j1, j2);
                     }
                 }
             }
@@ -326,7 +326,7 @@ struct Lowering {
                 if (loops[k].s == n) jump1 = std::max(jump1, iabs(loops[k].d));
                 if (loops[k].d == n) jump2 = std::max(jump2, iabs(loops[k].s));
             }
-            side = !fill && n < 64 && jump1 > jump2 ? 1 : 2;
+            side = !fill && n < kPieceWords && jump1 > jump2 ? 1 : 2;
             following(side, &res);
             res.push(loops[inner]);
             nest->pattern = N_CONTIGUOUS;
@@ -430,8 +430,8 @@ struct Lowering {
                 break;
             }
         const int side = window.space == 0 ? 1 : 2;
-        if (!(word == 1 || word == 2 || word == 4 || word == 8 || word == 16 || word == 32 || word == 64 || word == 128) ||
-            offsets.at(side) != word || (window.space != 0 && (word != data.itemsize || word > 16)))
+        if (!step_word(word, GATHER_WINDOW) || offsets.at(side) != word ||
+            (window.space != 0 && (word != data.itemsize || word > kMaxWord)))
             return false;
         Loops words;
         uint64_t bits = uint64_t(src_start) | uint64_t(dst_start);
@@ -466,7 +466,7 @@ struct Lowering {
         const int outer = l.size - 2;
         const Loop& row = l[l.size - 1];
         const int64_t run = row.n;  // (a row's src words where its stride is 1)
-        if (row.s != 1 || (run < 1024 && run * word < 1024)) return;
+        if (row.s != 1 || (run < kFanOutBytes && run * word < kFanOutBytes)) return;
         const uint64_t line = uint64_t(kLine) - 1;
         if ((start & line) || (span & line)) return;
         for (int k = 0; k < outer; ++k)

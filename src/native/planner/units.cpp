@@ -230,7 +230,7 @@ bool lower_units(const Plan& plan, const Layout& data, const Layout& out, std::v
         block.size() != rank || begin.size() != rank || end.size() != rank)
         return false;
     const int64_t item = data.itemsize;
-    if ((item != 4 && item != 8) || rank < 3) return false;
+    if (!unit_item(item) || rank < 3) return false;
     for (size_t k = 0; k < rank; ++k)
         if (data.strides[k] % item || out.strides[k] % item || data.shape[k] < 0 || out.shape[k] < 0 ||
             data.shape[k] > kBig / 4 || out.shape[k] > kBig / 4)  // (lengths no memory holds: a guard)
@@ -325,7 +325,7 @@ bool lower_units(const Plan& plan, const Layout& data, const Layout& out, std::v
         if (s2b) {
             parts = groups;
             if (!mul(images, ds[0], &part_step)) return false;
-            if (parts * unit > kUnitsEntries || kTableCost * parts * unit > out_bytes + (int64_t(1) << 20)) continue;
+            if (parts * unit > kUnitsEntries || kTableCost * parts * unit > out_bytes + kTableSlack) continue;
         }
         // Where the tables read on (the core's table reads on into the next units): any reach from
         // kTableReach fails below whatever the tables hold.
