@@ -448,3 +448,56 @@ def test_random_repeated_calls_match_the_formulas(op, dtype, block, spatial, vie
         out = np.full(want.shape, 1, dtype)
         assert getattr(dm, op)(data, *args, out=out) is out
         np.testing.assert_array_equal(out, want)
+
+
+def _ticks_inside(call, times=6):
+    """How often a sleeping thread woke and counted while ``call`` ran, per call (median): it can count only
+    when it holds the GIL, so a call that keeps the GIL throughout sees none inside it (a long switch
+    interval: no forced switch hands the GIL over mid-call either)."""
+    import statistics
+    import threading
+    import time
+
+    count, stop = [0], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            time.sleep(0.0002)
+            count[0] += 1
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        inside = []
+        for _ in range(times):
+            time.sleep(0.002)  # (the ticker asleep, not holding the GIL, as the call starts)
+            start = count[0]
+            call()
+            inside.append(count[0] - start)
+        return statistics.median(inside)
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(before)
+
+
+def test_large_first_calls_and_repeats_release_the_gil():
+    """A large call runs with the GIL released, as a first call in the core (first) and as a repeat
+    (repeated): another thread runs meanwhile. A copy that holds the GIL for as long shows the count
+    stays still without the release, so the check can fail."""
+    x = _values((1, 64, 512, 256), np.float32)  # 32 MiB
+    held = bytearray(x.nbytes * 2)
+    assert _ticks_inside(lambda: bytes(held)) <= 1  # memcpy with the GIL held: nothing runs beside it
+    core = _core()
+    given = ("blocks_first", 2, "channels_first")
+    out_shape = (1, 256, 256, 128)
+    first = core.first("space_to_depth", x, "blocks_first", 2, out_shape, None, "auto")
+    assert type(first) is np.ndarray  # (the program kept: repeated() takes the call from here)
+    assert _ticks_inside(lambda: core.repeated("space_to_depth", x, *given, None, "auto")) >= 2
+    recipes.RECIPES.clear()  # (the core's table too: each call below is a first call)
+    assert _ticks_inside(lambda: (recipes.RECIPES.clear(),
+                                  core.first("space_to_depth", x, "blocks_first", 2, out_shape, None, "auto"))) >= 2
+    np.testing.assert_array_equal(core.repeated("space_to_depth", x, *given, None, "auto"),
+                                  _expected("space_to_depth", ("blocks_first", 2), x))

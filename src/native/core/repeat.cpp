@@ -489,7 +489,7 @@ Py_ssize_t item_bytes(PyObject* array, PyObject* dtype) {
     for (const auto& [known, bytes] : known_dtypes)
         if (known == dtype) return bytes;
     Py_buffer view;
-    if (PyObject_GetBuffer(array, &view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) return PyErr_Clear(), 0;
+    if (!view_of(array, &view, PyBUF_STRIDES | PyBUF_FORMAT)) return 0;
     const bool moves = view.itemsize > 0 && view.format != nullptr && std::strchr(view.format, 'O') == nullptr;
     const Py_ssize_t bytes = moves ? view.itemsize : 0;
     PyBuffer_Release(&view);
