@@ -263,6 +263,43 @@ def test_a_small_cpu_tensor_repeats_on_the_core_where_pytorch_has_no_such_op(rec
         assert torch.equal(quiet, torch.from_numpy(_expected(op, args, leaf.detach().numpy())))
 
 
+@pytest.mark.parametrize("case, shape", CASES, ids=IDS)
+def test_a_small_cpu_tensors_repeats_are_the_cores_alone(case, shape, monkeypatch):
+    """From the third call, a small tensor's call whose op PyTorch lacks is the core's repeat on its NumPy
+    view in one C call (``_native.repeated``): no Python program step, a new tensor of its own."""
+    torch = pytest.importorskip("torch")
+    op, args = case
+    if op == "depth_to_space":  # (depth_first is pixel_shuffle, which the recipe calls)
+        args = ("blocks_first", 2)
+    recipes.RECIPES.clear()
+    data = torch.from_numpy(_values(shape, np.float32))
+    want = torch.from_numpy(_expected(op, args, data.numpy()))
+    asked, found = [], []
+    core_repeat = native_engine.repeated_calls()
+
+    def counted(*arguments):
+        done = core_repeat(*arguments)
+        asked.append(arguments[0])
+        found.append(done is not None)
+        return done
+
+    monkeypatch.setattr(native_engine, "repeated_calls", lambda: counted)  # (as the recipe is made)
+    for _ in range(3):
+        getattr(dm, op)(data, *args)
+    asked.clear(), found.clear()
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("a kept call took the Python side's program")
+
+    monkeypatch.setattr(native_engine.Planned, "fresh", refused)
+    monkeypatch.setattr(native_engine.Planned, "__call__", refused)
+    for _ in range(3):
+        got = getattr(dm, op)(data, *args)
+        assert type(got) is torch.Tensor and got.dtype == data.dtype and torch.equal(got, want)
+        assert got.data_ptr() != data.data_ptr() and got.is_contiguous()
+    assert asked == [op] * 3 and all(found)
+
+
 @pytest.mark.parametrize("op", ["space_to_depth", "depth_to_space"])
 @pytest.mark.parametrize("shape", [(2, 8, 4, 6), (1, 8, 6), (2, 8, 2, 4, 6), (0, 8, 4, 4)], ids=["4-D", "3-D", "5-D", "empty"])
 def test_a_new_depth_shape_goes_from_the_rules_straight_to_the_core(op, shape, monkeypatch, recorded):

@@ -175,7 +175,7 @@ class TorchRecipe(ForeignRecipe):
                     and not _pixel_shuffle(call, data) and not data.is_conj() and not data.is_neg()
                     and data.numel() * data.element_size() >= route.TORCH_REPEAT_NATIVE_MIN_BYTES
                     and str(data.dtype).rpartition(".")[2] in libraries.NUMPY_DTYPES_OF_TORCH):
-                self.fast = _torch_core(call, data, self.fast)
+                self.fast = _torch_core(call, data, self.fast, engine)
 
     def __call__(self, data: Any, out: Any) -> Any:
         if self.gpu is not None and (out is None or (
@@ -255,13 +255,19 @@ def _pixel_shuffle(call: Call, data: Any) -> bool:
             and data.ndim == 4 and call.params["block_size"] > 1 and data.numel() > 0)
 
 
-def _torch_core(call: Call, data: Any, first: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A small CPU tensor's repeated call whose op is no PyTorch op: the compiled core through NumPy views of
-    the input and of a new result, from the second call (the first, and any call autograd records, takes
-    ``first``, which needs no lowering). SpaceToDepth blocks_first of a [1, 4, 16, 16] float32 tensor: 35 us
-    by ``as_strided(...).clone()``, 10 us this way (pixel_unshuffle 6.6 us), on the 2-core AMD EPYC."""
+def _torch_core(call: Call, data: Any, first: Callable[[Any], Any], engine: str) -> Callable[[Any], Any]:
+    """A small CPU tensor's repeated call whose op is no PyTorch op: the compiled core on the tensor's NumPy
+    view, its result made a tensor, from the second call (the first, and any call autograd records, takes
+    ``first``, which needs no lowering). Its program is kept as the NumPy call's (:func:`_repeats`), so from
+    the third call the core runs it alone (``_native.repeated``, as :mod:`datamove.ops` asks it).
+    SpaceToDepth blocks_first of a [1, 4, 16, 16] float32 tensor: 35 us by ``as_strided(...).clone()``, 10 us
+    through the Python side's program alone (``Planned.fresh``), about 6 us this way, on the 2-core AMD EPYC
+    (``x.numpy()`` 2.2 us and ``torch.from_numpy`` 2.7 us of it)."""
     torch = sys.modules["torch"]
-    planned = native_engine.Planned(call)
+    keep = _repeats(call, engine, np.empty)
+    planned = native_engine.Planned(call, keep)
+    repeated = native_engine.repeated_calls()
+    op, a, b, c = keep[:4]
     shape, dtype = call.out_shape, data.detach().numpy().dtype
     from_numpy, recording, empty = torch.from_numpy, torch.is_grad_enabled, np.empty
     seen = [False]
@@ -274,7 +280,9 @@ def _torch_core(call: Call, data: Any, first: Callable[[Any], Any]) -> Callable[
         if not seen[0]:
             seen[0] = True
             return first(x)
-        return from_numpy(planned.fresh(x.numpy(), empty(shape, dtype)))
+        view = x.numpy()
+        done = None if repeated is None else repeated(op, view, a, b, c, None, engine)
+        return from_numpy(planned.fresh(view, empty(shape, dtype)) if done is None else done)
 
     return run
 
@@ -352,8 +360,7 @@ class Recipe:
       engine's calls, and, from their second call, the kept recipes of
       ``engine="auto"`` from :data:`~datamove.route.REPEAT_NATIVE_MIN_BYTES`
       (a repeated call has paid for its lowering once; the core's run then
-      costs less than NumPy's strided copy), except those whose program
-      carries tables, which the core makes again at every run.
+      costs less than NumPy's strided copy).
     """
 
     def __init__(self, call: Call, data: np.ndarray, engine: engines.Engine, kept: bool = True,
@@ -446,16 +453,15 @@ class Recipe:
             self.fills.append((_WORDS[word], (shape, tuple(l[2] * word for l in nest.loops) or (0,), nest.dst_start * word)))
 
     def _core_from_now(self, data: np.ndarray) -> Optional[native_engine.Planned]:
-        """A kept recipe's second call: the core runs this recipe from now on, unless its program carries
-        tables (small SpaceToBatch with pads: the core makes them again at every run, which cost more
-        than NumPy's way: 4 KiB float32, 29 against 23 us; 16 KiB, 90 against 64 us, on a loaded machine)."""
+        """A kept recipe's second call: the core runs this recipe from now on, programs that carry tables
+        too (small SpaceToBatch with pads), whose repeats the core runs alone with their tables made once
+        (``repeat.cpp``): float32, ``[1, 4, 16, 16]`` 12-14 -> 3.7 us, ``[4, 4, 32, 32]`` 32-37 -> 17 us,
+        ``[8, 16, 14, 14]`` 67-71 -> 39 us against NumPy's two steps (2-core AMD EPYC, in turns)."""
         self.core_later = False
         planned = native_engine.Planned(self.call, self.repeats)
         try:
-            found = native_engine.program_of(self.call, data, allocate(self.out_shape, self.dtype))
+            native_engine.program_of(self.call, data, allocate(self.out_shape, self.dtype))
         except DataMoveError:  # a layout the lowering refuses: NumPy's way goes on
-            return None
-        if native_engine.carries_tables(found):
             return None
         self.core = planned
         return planned
