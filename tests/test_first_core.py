@@ -1,7 +1,7 @@
-"""A depth op's first call of a layout in one C call (``_native.first``, ``src/native/core/repeat.cpp``).
+"""A call's first call of a layout in one C call (``_native.first``, ``src/native/core/repeat.cpp``).
 
-``datamove.ops`` validates a new SpaceToDepth or DepthToSpace call of a NumPy array with the rules' straight
-path (``datamove.shapes.static_depth_shape``), then hands it to the core, which allocates the result as
+``datamove.ops`` validates a new call of a NumPy array into a new array with the rules' straight path
+(``datamove.shapes.static_depth_shape``, ``static_space_shape``), then hands it to the core, which allocates the result as
 np.empty would (or by the allocator it is given), plans, lowers and runs it; None, nothing made, where it
 takes none. Each test here asks the core directly or goes through ``datamove``, against the specs' formulas.
 """
@@ -55,7 +55,7 @@ def test_first_calls_match_the_formulas(op, mode, size, spatial, dtype, view, se
             "transposed": np.swapaxes(np.swapaxes(base, 0, 1).copy(), 0, 1)}[view]
     recipes.RECIPES.clear()  # (the core's table with them: each example's call new to it)
     want = _expected(op, data, mode, size)
-    got = _first()(op, data, mode, size, want.shape, None, "auto")
+    got = _first()(op, data, mode, size, "channels_first", want.shape, None, "auto")
     assert got is not None and type(got) is np.ndarray and got.dtype is data.dtype and got.shape == want.shape
     assert got.flags.c_contiguous and got.flags.owndata and got.flags.writeable
     np.testing.assert_array_equal(got, want)
@@ -86,7 +86,70 @@ def test_a_first_call_is_the_cores_and_with_another_core_its_second_makes_the_re
     # so its first() says so (False), and the recipe is made
     np.testing.assert_array_equal(dm.space_to_depth(x, "depth_first", 2), want)
     assert len(asked) == 2 and len(recipes.RECIPES) == 1
-    assert core.first("space_to_depth", x, "depth_first", 2, want.shape, None, "auto") is False
+    assert core.first("space_to_depth", x, "depth_first", 2, "channels_first", want.shape, None, "auto") is False
+
+
+@settings(max_examples=80, deadline=None)
+@given(op=st.sampled_from(["batch_to_space", "space_to_batch"]), spatial=st.integers(1, 3),
+       dtype=st.sampled_from([np.bool_, np.uint8, np.int16, np.float32, np.float64, np.complex128, ">i4", "V3"]),
+       view=st.sampled_from(["c", "reversed", "gapped"]), as_tuple=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_first_calls_of_batch_to_space_and_space_to_batch_match_the_formulas(op, spatial, dtype, view, as_tuple, seed):
+    """The core's first() of a BatchToSpace with crops or SpaceToBatch with pads, as datamove.ops hands it
+    (the parameters as given, the rules' out_shape): a new array of the formulas' values, kept for the
+    repeats; through datamove, its first call takes this path and its second is the core's repeat."""
+    rng = np.random.default_rng(seed)
+    block = [1, 1] + [int(rng.integers(1, 4)) for _ in range(spatial)]
+    dims = [int(rng.integers(1, 5)) * (block[2 + k] if op == "space_to_batch" else 1) for k in range(spatial)]
+    shape = (int(rng.integers(1, 3)) * (int(np.prod(block)) if op == "batch_to_space" else 1), int(rng.integers(1, 4)), *dims)
+    base = rng.integers(0, 256, size=shape + (np.dtype(dtype).itemsize,), dtype=np.uint8).view(dtype)[..., 0]
+    data = {"c": base, "reversed": base[..., ::-1], "gapped": np.repeat(base, 2, axis=-1)[..., ::2]}[view]
+    if op == "batch_to_space":  # crops within each dim's blocks
+        begin = [0, 0] + [int(rng.integers(0, d * b + 1)) for d, b in zip(dims, block[2:])]
+        end = [0, 0] + [int(rng.integers(0, d * b - c + 1)) for d, b, c in zip(dims, block[2:], begin[2:])]
+    else:  # pads that keep each padded dim a multiple of its block
+        begin = [0, 0] + [int(rng.integers(0, 2 * b + 1)) for b in block[2:]]
+        end = [0, 0] + [(-(d + p)) % b + b * int(rng.integers(0, 2)) for d, p, b in zip(dims, begin[2:], block[2:])]
+    args = tuple(tuple(a) for a in (block, begin, end)) if as_tuple else (block, begin, end)
+    want = np.ascontiguousarray(getattr(reference, op)(data, *args))
+    recipes.RECIPES.clear()  # (the core's table with them: each example's call new to it)
+    got = _first()(op, data, *args, want.shape, None, "auto")
+    assert type(got) is np.ndarray and got.dtype == data.dtype and got.shape == want.shape
+    assert got.flags.c_contiguous and got.flags.owndata and got.flags.writeable
+    np.testing.assert_array_equal(got, want)
+    again = native_engine.core().repeated(op, data, *args, None, "auto")
+    assert again is not None or want.size == 0  # (kept: the layout's second call is the core's alone)
+    if again is not None:
+        np.testing.assert_array_equal(again, want)
+    ops._SEEN.clear(), recipes.RECIPES.clear()
+    for _ in range(3):
+        np.testing.assert_array_equal(getattr(dm, op)(data, *args), want)
+
+
+def test_a_first_batch_to_space_goes_from_the_rules_straight_to_the_core(monkeypatch):
+    """Through datamove: a NumPy array's first BatchToSpace / SpaceToBatch of a layout makes no Resolved and
+    no Call (the rules' straight path, shapes.static_space_shape, then first()); a call the rules refuse
+    still raises their message, and an output too large for any array is the same DataMoveError."""
+    from datamove import shapes
+
+    def refused(*args, **kwargs):
+        raise AssertionError("not on a first call")
+
+    x = np.arange(4 * 2 * 3 * 3, dtype=np.float32).reshape(4, 2, 3, 3)
+    with monkeypatch.context() as patched:
+        patched.setattr(ops, "Call", refused)
+        patched.setattr(shapes, "resolve_batch_to_space", refused)
+        patched.setattr(shapes, "resolve_space_to_batch", refused)
+        y = dm.batch_to_space(x, [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1])
+        z = dm.space_to_batch(x, [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1])
+    np.testing.assert_array_equal(y, reference.batch_to_space(x, [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1]))
+    np.testing.assert_array_equal(z, reference.space_to_batch(x, [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1]))
+    assert not recipes.RECIPES
+    with pytest.raises(dm.DataMoveError, match="crops_begin"):
+        dm.batch_to_space(x, [1, 1, 2, 2], [0, 0, 7, 0], [0, 0, 0, 0])
+    with pytest.raises(dm.DataMoveError, match="divisible|multiple"):
+        dm.space_to_batch(x, [1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0])
+    with pytest.raises(dm.DataMoveError, match="more than an array can hold"):
+        dm.space_to_batch(x, [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 2**61, 0])
 
 
 @pytest.mark.parametrize("engine", ["auto", "native"])
@@ -118,52 +181,53 @@ def test_what_the_core_does_not_take_is_none_and_nothing_made(monkeypatch):
     x = np.ones((1, 4, 4, 4), np.float32)
     first = _first()
     shape = (1, 16, 2, 2)
-    assert first("space_to_depth", x.astype(object), "blocks_first", 2, shape, None, "auto") is None  # references
-    assert first("space_to_depth", np.zeros((1, 4, 4, 4), [("a", "i4"), ("b", "O")]), "blocks_first", 2, shape,
+    assert first("space_to_depth", x.astype(object), "blocks_first", 2, "channels_first", shape, None, "auto") is None  # references
+    assert first("space_to_depth", np.zeros((1, 4, 4, 4), [("a", "i4"), ("b", "O")]), "blocks_first", 2, "channels_first", shape,
                  None, "auto") is None
-    assert first("space_to_depth", np.ma.masked_array(x), "blocks_first", 2, shape, None, "auto") is None  # a subclass
-    assert first("space_to_depth", x.tolist(), "blocks_first", 2, shape, None, "auto") is None
-    assert first("batch_to_space", x, "blocks_first", 2, shape, None, "auto") is None  # not a depth op
-    assert first("space_to_depth", x, "BLOCKS_FIRST", 2, shape, None, "auto") is None
-    assert first("space_to_depth", x, "blocks_first", np.int64(2), shape, None, "auto") is None
-    assert first("space_to_depth", x, "blocks_first", 2, list(shape), None, "auto") is None
-    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 2, -2), None, "auto") is None
+    assert first("space_to_depth", np.ma.masked_array(x), "blocks_first", 2, "channels_first", shape, None, "auto") is None  # a subclass
+    assert first("space_to_depth", x.tolist(), "blocks_first", 2, "channels_first", shape, None, "auto") is None
+    assert first("batch_to_space", x, "blocks_first", 2, "channels_first", shape, None, "auto") is None  # not its parameters
+    assert first("space_to_depth", x, "blocks_first", 2, "channels_last", shape, None, "auto") is None
+    assert first("space_to_depth", x, "BLOCKS_FIRST", 2, "channels_first", shape, None, "auto") is None
+    assert first("space_to_depth", x, "blocks_first", np.int64(2), "channels_first", shape, None, "auto") is None
+    assert first("space_to_depth", x, "blocks_first", 2, "channels_first", list(shape), None, "auto") is None
+    assert first("space_to_depth", x, "blocks_first", 2, "channels_first", (1, 16, 2, -2), None, "auto") is None
     monkeypatch.setattr(native_engine, "CORE_PLANS", False)  # the Python side plans
-    assert first("space_to_depth", x, "blocks_first", 2, shape, None, "auto") is None
+    assert first("space_to_depth", x, "blocks_first", 2, "channels_first", shape, None, "auto") is None
     monkeypatch.setattr(native_engine, "CORE_PLANS", True)
-    np.testing.assert_array_equal(first("space_to_depth", x, "blocks_first", 2, shape, None, "auto"),
+    np.testing.assert_array_equal(first("space_to_depth", x, "blocks_first", 2, "channels_first", shape, None, "auto"),
                                   _expected("space_to_depth", x, "blocks_first", 2))
-    with pytest.raises(TypeError, match="7 arguments"):
-        first("space_to_depth", x, "blocks_first", 2, shape)
+    with pytest.raises(TypeError, match="8 arguments"):
+        first("space_to_depth", x, "blocks_first", 2, "channels_first", shape)
 
 
 def test_an_empty_result_and_the_allocator_given(monkeypatch):
     first = _first()
     # an empty result: made, nothing moved; the call kept, with no program (its next call makes the recipe)
     empty = np.ones((0, 4, 4, 4), np.int16)
-    got = first("space_to_depth", empty, "blocks_first", 2, (0, 16, 2, 2), None, "auto")
+    got = first("space_to_depth", empty, "blocks_first", 2, "channels_first", (0, 16, 2, 2), None, "auto")
     assert got.shape == (0, 16, 2, 2) and got.dtype == np.int16
-    assert first("space_to_depth", empty, "blocks_first", 2, (0, 16, 2, 2), None, "auto") is False
+    assert first("space_to_depth", empty, "blocks_first", 2, "channels_first", (0, 16, 2, 2), None, "auto") is False
     for _ in range(3):
         got = dm.space_to_depth(empty, "blocks_first", 2)
         assert got.shape == (0, 16, 2, 2) and got.dtype == np.int16
     made = []
     x = np.arange(4 * 8 * 8, dtype=np.float64).reshape(1, 4, 8, 8)
-    got = first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: made.append(shape) or
+    got = first("space_to_depth", x, "blocks_first", 2, "channels_first", (1, 16, 4, 4), lambda shape, dtype: made.append(shape) or
                 np.full(shape, -1, dtype), "auto")
     assert made == [(1, 16, 4, 4)]
     np.testing.assert_array_equal(got, _expected("space_to_depth", x, "blocks_first", 2))
     # the call is kept now: first() says so, and makes nothing
-    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: made.append(shape),
+    assert first("space_to_depth", x, "blocks_first", 2, "channels_first", (1, 16, 4, 4), lambda shape, dtype: made.append(shape),
                  "auto") is False and len(made) == 1
     recipes.RECIPES.clear()
     # an allocator that makes an array of another dtype, or no ndarray: nothing run on it, nothing kept
-    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: np.empty(shape, np.int64),
+    assert first("space_to_depth", x, "blocks_first", 2, "channels_first", (1, 16, 4, 4), lambda shape, dtype: np.empty(shape, np.int64),
                  "auto") is None
-    assert first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: np.ma.zeros(shape),
+    assert first("space_to_depth", x, "blocks_first", 2, "channels_first", (1, 16, 4, 4), lambda shape, dtype: np.ma.zeros(shape),
                  "auto") is None
     with pytest.raises(MemoryError):
-        first("space_to_depth", x, "blocks_first", 2, (1, 16, 4, 4), lambda shape, dtype: (_ for _ in ()).throw(MemoryError),
+        first("space_to_depth", x, "blocks_first", 2, "channels_first", (1, 16, 4, 4), lambda shape, dtype: (_ for _ in ()).throw(MemoryError),
               "auto")
     # a large first call through datamove: its result on a line (outputs.allocate)
     big = np.ones((1, 4, 512, LINE_FROM // 2048 + 2), np.float32)
@@ -174,7 +238,7 @@ def test_an_empty_result_and_the_allocator_given(monkeypatch):
 def test_the_thread_count_is_asked_where_none_is_set_yet(monkeypatch):
     monkeypatch.setattr(threads, "_threads", None)
     x = np.arange(64, dtype=np.float32).reshape(1, 4, 4, 4)
-    np.testing.assert_array_equal(_first()("space_to_depth", x, "blocks_first", 2, (1, 16, 2, 2), None, "auto"),
+    np.testing.assert_array_equal(_first()("space_to_depth", x, "blocks_first", 2, "channels_first", (1, 16, 2, 2), None, "auto"),
                                   _expected("space_to_depth", x, "blocks_first", 2))
     assert threads._threads == dm.get_num_threads() >= 1
 
@@ -185,13 +249,13 @@ def test_many_dtype_objects():
         dtype = np.dtype([("a", "u1"), (f"f{k}", "<i2")])
         x = np.zeros((1, 4, 2, 2), dtype)
         x["a"] = np.arange(16).reshape(1, 4, 2, 2)
-        got = _first()("space_to_depth", x, "depth_first", 2, (1, 16, 1, 1), None, "auto")
+        got = _first()("space_to_depth", x, "depth_first", 2, "channels_first", (1, 16, 1, 1), None, "auto")
         assert got.dtype is dtype
         np.testing.assert_array_equal(got, _expected("space_to_depth", x, "depth_first", 2))
     # an 'O' in a field's name reads as objects in the buffer's format: left to the Python path, which moves it
     named = np.zeros((1, 4, 2, 2), [("Oscar", "<i4")])
     named["Oscar"] = np.arange(16).reshape(1, 4, 2, 2)
-    assert _first()("space_to_depth", named, "depth_first", 2, (1, 16, 1, 1), None, "auto") is None
+    assert _first()("space_to_depth", named, "depth_first", 2, "channels_first", (1, 16, 1, 1), None, "auto") is None
     np.testing.assert_array_equal(dm.space_to_depth(named, "depth_first", 2), _expected("space_to_depth", named, "depth_first", 2))
 
 

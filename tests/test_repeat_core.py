@@ -493,11 +493,11 @@ def test_large_first_calls_and_repeats_release_the_gil():
     core = _core()
     given = ("blocks_first", 2, "channels_first")
     out_shape = (1, 256, 256, 128)
-    first = core.first("space_to_depth", x, "blocks_first", 2, out_shape, None, "auto")
+    first = core.first("space_to_depth", x, *given, out_shape, None, "auto")
     assert type(first) is np.ndarray  # (the program kept: repeated() takes the call from here)
     assert _ticks_inside(lambda: core.repeated("space_to_depth", x, *given, None, "auto")) >= 2
     recipes.RECIPES.clear()  # (the core's table too: each call below is a first call)
     assert _ticks_inside(lambda: (recipes.RECIPES.clear(),
-                                  core.first("space_to_depth", x, "blocks_first", 2, out_shape, None, "auto"))) >= 2
+                                  core.first("space_to_depth", x, *given, out_shape, None, "auto"))) >= 2
     np.testing.assert_array_equal(core.repeated("space_to_depth", x, *given, None, "auto"),
                                   _expected("space_to_depth", ("blocks_first", 2), x))

@@ -48,9 +48,9 @@ def streams(program: bytes, dst_address: int, registers: bool = False, /) -> boo
 def repeated(op: str, data: object, a: object, b: object, c: object, out: object, engine: object, /) -> object: ...  # None: not kept
 def remember(op: str, a: object, b: object, c: object, engine: str, data: object, out: object, program: bytes,
              stream: int, allocate: object, /) -> bool: ...
-# A depth op's first call of a layout (validated by datamove.ops), allocated, planned and run in one C call, its
-# program kept for repeated()
-def first(op: str, data: object, mode: str, block_size: int, out_shape: tuple[int, ...], allocate: object,
+# A call's first call of a layout (validated by datamove.ops), allocated, planned and run in one C call, its
+# program kept for repeated(); (a, b, c) as repeated() takes them
+def first(op: str, data: object, a: object, b: object, c: object, out_shape: tuple[int, ...], allocate: object,
           engine: str, /) -> object: ...  # None: not taken; False: kept already
 def forget() -> None: ...
 def repeat_setup(ndarray: type, threads: dict[str, object], engine: dict[str, object], probes: tuple[object, ...],

@@ -61,9 +61,9 @@ def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
 
 
 #: The keys of calls made once by the core in one call (:func:`~datamove.engines.native_engine.first_call`),
-#: whose recipe the key's next call makes: a shape seen once costs no recipe. (A depth op's first call, by
-#: the core's ``first``, is kept in the core's own table, which says when its next call is the recipe's:
-#: :func:`_first_depth`.) A plain dict (its get and set are atomic), forgotten whole at the recipes' bound.
+#: whose recipe the key's next call makes: a shape seen once costs no recipe. (A first call into a new array,
+#: by the core's ``first``, is kept in the core's own table, which says when its next call is the recipe's:
+#: :func:`_first`.) A plain dict (its get and set are atomic), forgotten whole at the recipes' bound.
 _SEEN: Dict[Hashable, bool] = {}
 
 
@@ -97,23 +97,29 @@ def _seen(recipe_key: Optional[Hashable]) -> None:
         _SEEN[recipe_key] = True
 
 
-def _first_depth(space_to_depth: bool, recipe_key: Hashable, data: Any, mode: Any, block_size: Any,
-                 engine: str) -> Any:
-    """A NumPy array's first SpaceToDepth or DepthToSpace call of a layout, channels first, into a new array:
-    the rules' straight path (:func:`datamove.shapes.static_depth_shape`) and the core in one call, nothing
-    else made (:func:`_run` makes a ``Resolved``, a ``Call`` and checks ``out``); None, nothing done, for
-    any call that path does not take, which :func:`_run` then validates and runs."""
+def _first(op: str, recipe_key: Hashable, data: Any, a: Any, b: Any, c: Any, engine: str) -> Any:
+    """A NumPy array's first call of a layout into a new array (depth ops channels first): the rules'
+    straight path (:func:`datamove.shapes.static_depth_shape`, :func:`~datamove.shapes.static_space_shape`)
+    and the core in one call, nothing else made (:func:`_run` makes a ``Resolved``, a ``Call`` and checks
+    ``out``); None, nothing done, for any call that path does not take, which :func:`_run` then validates and
+    runs. ``(a, b, c)``: ``(mode, block_size, "channels_first")`` or ``(block_shape, begin, end)``."""
     core = native_engine._native  # (the one native_engine runs: a test may put a recording or another level's)
     if (engine != "auto" and engine != "native") or core is None:
         return None
-    out_shape = shapes.static_depth_shape(space_to_depth, data.shape, mode, block_size)
+    if op == "space_to_depth" or op == "depth_to_space":
+        out_shape = shapes.static_depth_shape(op == "space_to_depth", data.shape, a, b)
+        nbytes = data.nbytes  # (the output holds the input's items, in another order)
+    else:
+        out_shape = shapes.static_space_shape(op, data.shape, a, b, c)
+        if out_shape is None:
+            return None
+        _check_size(out_shape, data.dtype)  # (pads may make it any size)
+        nbytes = math.prod(out_shape) * data.itemsize
     if out_shape is None:
         return None
-    # the core's first(): allocated, planned, lowered and run in one C call, its program kept there for the
-    # call's repeats (no _check_size: the output holds the input's items, in another order; a large result
-    # goes on a line)
-    done = core.first("space_to_depth" if space_to_depth else "depth_to_space", data, mode, block_size, out_shape,
-                      None if data.nbytes < _LINE_FROM else _allocate, engine)
+    # the core's first(): allocated (a large result on a line), planned, lowered and run in one C call, its
+    # program kept there for the call's repeats
+    done = core.first(op, data, a, b, c, out_shape, None if nbytes < _LINE_FROM else _allocate, engine)
     if done is False:  # the core keeps this call already, and its repeat did not take it: the recipe's turn
         _seen(recipe_key)
         return None
@@ -252,6 +258,10 @@ def batch_to_space(data: ArrayT, block_shape: IntVector, crops_begin: IntVector,
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out)
+    if out is None and type(data) is np.ndarray and recipe_key is not None:
+        done = _first("batch_to_space", recipe_key, data, block_shape, crops_begin, crops_end, engine)
+        if done is not None:
+            return done
     _require(block_shape=block_shape, crops_begin=crops_begin, crops_end=crops_end)
     data = _as_array(data)
     resolved = shapes.resolve_batch_to_space(data.shape, block_shape, crops_begin, crops_end)
@@ -303,6 +313,10 @@ def space_to_batch(data: ArrayT, block_shape: IntVector, pads_begin: IntVector, 
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out)
+    if out is None and type(data) is np.ndarray and recipe_key is not None:
+        done = _first("space_to_batch", recipe_key, data, block_shape, pads_begin, pads_end, engine)
+        if done is not None:
+            return done
     _require(block_shape=block_shape, pads_begin=pads_begin, pads_end=pads_end)
     data = _as_array(data)
     resolved = shapes.resolve_space_to_batch(data.shape, block_shape, pads_begin, pads_end)
@@ -385,7 +399,7 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     if recipe is not None:
         return recipe(data, out)
     if out is None and type(data) is np.ndarray and recipe_key is not None:
-        done = _first_depth(True, recipe_key, data, mode, block_size, engine)
+        done = _first("space_to_depth", recipe_key, data, mode, block_size, "channels_first", engine)
         if done is not None:
             return done
     _require(mode=mode, block_size=block_size)
@@ -457,7 +471,7 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     if recipe is not None:
         return recipe(data, out)
     if out is None and type(data) is np.ndarray and recipe_key is not None:
-        done = _first_depth(False, recipe_key, data, mode, block_size, engine)
+        done = _first("depth_to_space", recipe_key, data, mode, block_size, "channels_first", engine)
         if done is not None:
             return done
     _require(mode=mode, block_size=block_size)

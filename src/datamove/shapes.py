@@ -211,8 +211,16 @@ def _plain(values: Any, rank: int, low: int) -> bool:
     return True
 
 
-def _static_space(op: str, shape: Tuple[int, ...], block: Any, begin: Any, end: Any) -> Optional[Resolved]:
-    """resolve_batch_to_space / resolve_space_to_batch of a valid static call; None for anything else."""
+def static_space_shape(op: str, shape: Tuple[int, ...], block: Any, begin: Any, end: Any) -> Optional[Tuple[int, ...]]:
+    """The output shape of a valid static BatchToSpace (``op`` "batch_to_space") or SpaceToBatch call (its
+    crops or pads as ``begin`` and ``end``): plain int dims and parameters (lists or tuples), every rule
+    met; None for any other call, which the interval rules then resolve (or refuse, with the message).
+
+    >>> static_space_shape("space_to_batch", (1, 2, 4, 6), [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 1, 0])
+    (4, 2, 3, 3)
+    >>> static_space_shape("batch_to_space", (3, 2, 4, 6), [1, 1, 2, 1], [0, 0, 0, 0], [0, 0, 0, 0]) is None
+    True
+    """
     rank = len(shape)
     if (rank < 2 or not _plain(shape, rank, 0) or not _plain(block, rank, 1) or not _plain(begin, rank, 0)
             or not _plain(end, rank, 0) or block[0] != 1 or begin[0] or end[0]):
@@ -230,7 +238,6 @@ def _static_space(op: str, shape: Tuple[int, ...], block: Any, begin: Any, end: 
             if full > INT64_MAX or begin[i] + end[i] > full:
                 return None
             out[i] = full - begin[i] - end[i]
-        names = ("crops_begin", "crops_end")
     else:
         out[0] = shape[0] * product
         if out[0] > INT64_MAX:
@@ -240,9 +247,17 @@ def _static_space(op: str, shape: Tuple[int, ...], block: Any, begin: Any, end: 
             if padded > INT64_MAX or padded % block[i]:
                 return None
             out[i] = padded // block[i]
-        names = ("pads_begin", "pads_end")
+    return tuple(out)
+
+
+def _static_space(op: str, shape: Tuple[int, ...], block: Any, begin: Any, end: Any) -> Optional[Resolved]:
+    """resolve_batch_to_space / resolve_space_to_batch of a valid static call; None for anything else."""
+    out = static_space_shape(op, shape, block, begin, end)
+    if out is None:
+        return None
+    names = ("crops_begin", "crops_end") if op == "batch_to_space" else ("pads_begin", "pads_end")
     return Resolved(tuple([(d, d) for d in out]), {"block_shape": tuple(block), names[0]: tuple(begin), names[1]: tuple(end)},
-                    tuple(out))
+                    out)
 
 
 def static_depth_shape(space_to_depth: bool, shape: Tuple[int, ...], mode: Any, size: Any) -> Optional[Tuple[int, ...]]:

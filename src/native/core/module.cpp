@@ -266,8 +266,8 @@ PyMethodDef methods[] = {
      "(nothing written) for a call not remembered; (a, b, c) are (mode, block_size, data_format) or (block_shape, "
      "begin, end)."},
     {"first", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_first)), METH_FASTCALL,
-     "first(op, data, mode, block_size, out_shape, allocate, engine): a validated SpaceToDepth or DepthToSpace "
-     "call of an exact ndarray, channels first (datamove.shapes.static_depth_shape's out_shape), planned, "
+     "first(op, data, a, b, c, out_shape, allocate, engine): a validated call of an exact ndarray, (a, b, c) as "
+     "repeated() takes them (datamove.shapes.static_depth_shape's or static_space_shape's out_shape), planned, "
      "lowered and run by the core into a new C-contiguous result in one C call: a layout's first call, its "
      "program kept for repeated(). allocate makes the result (None: as np.empty makes it). None, nothing made, "
      "where the planner takes none or native_engine.CORE_PLANS is off; False, nothing made, where the call is "

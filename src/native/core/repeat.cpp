@@ -1,6 +1,6 @@
-// Calls in one C call: repeated calls, from the table behind _native.repeated, and a depth op's first call
-// of a layout (_native.first: validated by datamove.ops, then allocated, planned, lowered and run here,
-// nothing kept). module.cpp lists the functions.
+// Calls in one C call: repeated calls, from the table behind _native.repeated, and a call's first call of a
+// layout into a new array (_native.first: validated by datamove.ops, then allocated, planned, lowered and run
+// here, its program kept for the repeats). module.cpp lists the functions.
 //
 // A NumPy call that repeats goes through Python once per layout: datamove.ops validates it, its recipe
 // (datamove.recipes) plans it, and native_engine.Planned lowers and runs its program, then hands that
@@ -497,15 +497,14 @@ Py_ssize_t item_bytes(PyObject* array, PyObject* dtype) {
     return bytes;
 }
 
-// first(op, data, mode, block_size, out_shape, allocate) -> a new result, or None: see module.cpp's entry.
+// first(op, data, a, b, c, out_shape, allocate, engine) -> a new result, or None: see module.cpp's entry.
 PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "datamove._native.first takes 7 arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "datamove._native.first takes 8 arguments");
         return nullptr;
     }
     using namespace dm::planner;
-    PyObject *op = args[0], *data = args[1], *mode = args[2], *out_shape = args[4], *allocate = args[5];
-    PyObject* engine = args[6];
+    PyObject *op = args[0], *data = args[1], *out_shape = args[5], *allocate = args[6], *engine = args[7];
     if (table == nullptr || !settings.fields_read || (PyObject*)Py_TYPE(data) != settings.ndarray ||
         !PyTuple_CheckExact(out_shape) || PyTuple_GET_SIZE(out_shape) > kMaxRank ||
         (allocate == Py_None && settings.new_from_descr == nullptr))
@@ -515,14 +514,13 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         if (plans == nullptr) PyErr_Clear();
         Py_RETURN_NONE;
     }
-    // the call's key, as repeated() reads it (the parameters as given; channels first, as ops hands it)
+    // the call's key, as repeated() reads it (the parameters as given; depth ops channels first, as ops hands them)
     Key key;
     Call call;
     Held held;
     view_from_fields(data, &held.src);
     PyObject* dtype = fields(data)->descr;
-    if (!push_call(op, mode, args[3], settings.s_channels_first, engine, &key, &call) ||
-        (call.op != SPACE_TO_DEPTH && call.op != DEPTH_TO_SPACE) || !push_layout(held.src, dtype, &key))
+    if (!push_call(op, args[2], args[3], args[4], engine, &key, &call) || !push_layout(held.src, dtype, &key))
         Py_RETURN_NONE;
     // a call kept already is one whose repeat repeated() did not take (a result at an alignment it could not
     // plan for, another core in native_engine): its recipe is made now, in Python (ops: False)
