@@ -6,8 +6,8 @@ extensions, so ``pip install .`` works wherever CPython's headers and a C++17
 compiler are. The files compile side by side, one job per core: each word
 width's kernels are a file of their own (``word1.cpp`` ... ``word16.cpp``, and
 ``wide.cpp`` for the 32- to 128-byte words of windows); ``planner.cpp`` compiles
-the planner's four parts (``src/native/planner/``) as one, ``core.cpp`` the
-runtime's three (``src/native/core/``: the program's parser, the thread pool,
+the planner's four parts (``src/native/planner/``) as one, ``runtime.cpp`` the
+runtime's three (``src/native/runtime/``: the program's parser, the thread pool,
 the Python module).
 
 Where the core cannot be built (no C++ compiler, or one that fails), the
@@ -32,10 +32,10 @@ from setuptools.errors import CCompilerError, ExecError, PlatformError
 SOURCES = sorted(glob.glob("src/native/*.cpp"))
 # The order the files compile in (distutils sorts them by name): the longest first, so that no long file is left
 # to run alone at the end; seconds of compiler time each on the 2-core machine (GCC 12, -O3), word4 18.7, word8
-# 17.3, word2 16.2, word1 16.0, word16 13.9, wide 13.6, planner 8.3, core 4.7. A file not named here goes first.
-LONGEST_FIRST = ("word4", "word8", "word2", "word1", "word16", "wide", "planner", "core")
-# planner.cpp's and core.cpp's parts are included by them, not compiled on their own
-HEADERS = sorted(glob.glob("src/native/*.hpp") + glob.glob("src/native/planner/*.cpp") + glob.glob("src/native/core/*.cpp"))
+# 17.3, word2 16.2, word1 16.0, word16 13.9, wide 13.6, planner 8.3, runtime 4.7. A file not named here goes first.
+LONGEST_FIRST = ("word4", "word8", "word2", "word1", "word16", "wide", "planner", "runtime")
+# planner.cpp's and runtime.cpp's parts are included by them, not compiled on their own
+HEADERS = sorted(glob.glob("src/native/*.hpp") + glob.glob("src/native/planner/*.cpp") + glob.glob("src/native/runtime/*.cpp"))
 
 
 _BUILD_CORE = ("auto", "required", "skip")
@@ -61,14 +61,14 @@ def _parallel_compile(compiler):
 
     distutils compiles an extension's files one after the other; the word files take about
     as long each, so on two cores the build takes half the time. With GCC, the kernels' files
-    (those that begin with ``#include "rows.hpp"``) read that header precompiled (:func:`_precompiled`).
+    (those that begin with ``#include "run_rows.hpp"``) read that header precompiled (:func:`_precompiled`).
     """
     def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=0, extra_preargs=None,
                 extra_postargs=None, depends=None):
         macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
             output_dir, macros, include_dirs, sources, depends, extra_postargs)
         cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
-        kernels = {obj for obj, (src, _) in build.items() if _first_include(src) == "rows.hpp"}
+        kernels = {obj for obj, (src, _) in build.items() if _first_include(src) == "run_rows.hpp"}
         pool = ThreadPoolExecutor(max(1, min(_cores(), len(objects))))
         header = pool.submit(_precompiled, compiler, kernels and output_dir, cc_args, extra_postargs)
 
@@ -104,7 +104,7 @@ def _first_include(path):
 
 
 def _precompiled(compiler, folder, cc_args, extra_postargs):
-    """The arguments that make a file read ``rows.hpp`` precompiled, or none.
+    """The arguments that make a file read ``run_rows.hpp`` precompiled, or none.
 
     The kernels' six files each spent 1.1-1.7 s of their 13-19 s parsing it (2-core AMD EPYC, GCC 12); read
     precompiled (2.5 s, once, while the other files compile) they make the same code, byte for byte. GCC only,
@@ -116,15 +116,15 @@ def _precompiled(compiler, folder, cc_args, extra_postargs):
         return []
     folder = os.path.join(folder, "precompiled")
     os.makedirs(folder, exist_ok=True)
-    stub = os.path.join(folder, "rows_first.hpp")  # (rows.hpp itself as the main file warns of its #pragma once)
+    stub = os.path.join(folder, "run_rows_first.hpp")  # (run_rows.hpp itself as the main file warns of its #pragma once)
     with open(stub, "w", encoding="utf-8") as out:
-        out.write('#include "rows.hpp"\n')
+        out.write('#include "run_rows.hpp"\n')
     compiler.language_map = {**compiler.language_map, ".hpp": "c++"}  # (the C++ driver, as for the .cpp files)
     try:
         compiler._compile(stub + ".gch", stub, ".hpp", ["-x", "c++-header"] + cc_args, extra_postargs, [])
     except (CCompilerError, ExecError, OSError):
         return []
-    return ["-I", folder, "-include", "rows_first.hpp", "-Winvalid-pch"]
+    return ["-I", folder, "-include", "run_rows_first.hpp", "-Winvalid-pch"]
 
 
 def _reason(exc):

@@ -3,7 +3,7 @@ in a process of its own with the sanitizer runtime preloaded (``python sanitizer
 level DATAMOVE_ISA names: any out-of-bounds access, overflow or other undefined behaviour aborts it.
 
 It runs the native tests' tile sweep and random calls (tests/test_native_engine.py's ``_sweep``: plain and
-streamed), the guard-page cases' calls, repeated calls through the core's own table (core/repeat.cpp), and
+streamed), the guard-page cases' calls, repeated calls through the core's own table (runtime/repeat.cpp), and
 the safety tests' crafted programs (each refused before a byte moves), all against the sanitized core, bit
 for bit against the NumPy engine. Prints the level, the calls, the repeated calls and the programs refused.
 """
@@ -61,7 +61,7 @@ def main(path: str) -> int:
 
 
 def _repeats(core) -> int:
-    """Repeated calls through the sanitized core's own table (core/repeat.cpp): each call made until its
+    """Repeated calls through the sanitized core's own table (runtime/repeat.cpp): each call made until its
     programs are kept, then again at every alignment and into out= at every alignment, bit for bit against
     the NumPy engine; and a program kept that does not fit its arrays, refused."""
     import datamove as dm

@@ -2,7 +2,7 @@
 
 Python writes the programs the core parses (:mod:`datamove.engines.native_engine`,
 :mod:`datamove.engines.units`), so every id and limit it needs comes from the
-module's exports (``src/native/core/module.cpp``). Each limit is checked here against
+module's exports (``src/native/runtime/module.cpp``). Each limit is checked here against
 what the core itself takes and refuses, so an export cannot drift from the parser
 either. Without the core the package still imports and runs on NumPy.
 

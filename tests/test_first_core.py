@@ -1,4 +1,4 @@
-"""A call's first call of a layout in one C call (``_native.first``, ``src/native/core/repeat.cpp``).
+"""A call's first call of a layout in one C call (``_native.first``, ``src/native/runtime/repeat.cpp``).
 
 ``datamove.ops`` validates a new call of a NumPy array into a new array with the rules' straight path
 (``datamove.shapes.static_depth_shape``, ``static_space_shape``), then hands it to the core, which allocates the result as

@@ -1,4 +1,4 @@
-"""Repeated calls in one C call (``src/native/core/repeat.cpp``): what the core keeps, and every way it must miss.
+"""Repeated calls in one C call (``src/native/runtime/repeat.cpp``): what the core keeps, and every way it must miss.
 
 A NumPy call whose kept recipe has run on the core hands each program it runs
 to the core (``native_engine.Planned.repeats``); ``datamove.ops`` asks the

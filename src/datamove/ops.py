@@ -28,7 +28,7 @@ __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space
 
 # A repeated call with the same shapes skips validation and planning (see datamove.recipes).
 _RECIPES = recipes.RECIPES
-#: The core's repeated calls (``src/native/core/repeat.cpp``): a NumPy call whose kept recipe has run on the
+#: The core's repeated calls (``src/native/runtime/repeat.cpp``): a NumPy call whose kept recipe has run on the
 #: core (its op, parameters as given, engine, input layout and dtype; out's layout) is run again there
 #: without a Python frame between here and the copy; any other returns None. None without the core.
 _repeated = native_engine.repeated_calls()

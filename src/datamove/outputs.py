@@ -72,7 +72,7 @@ def _check_no_self_overlap(out: np.ndarray[Any, Any]) -> None:
 
 #: Results from this many bytes start on a cache line (64 bytes), where NumPy's own large arrays start
 #: 16 bytes into one (malloc's header): then a tile's pieces cover whole lines and can be streamed
-#: past the cache (see ``src/native/core/program.cpp``, ``streams``). SpaceToBatch uint8 with a 4 x 4 block, 128 MiB:
+#: past the cache (see ``src/native/runtime/program.cpp``, ``streams``). SpaceToBatch uint8 with a 4 x 4 block, 128 MiB:
 #: 0.87x the copy floor on a line, 1.2x off it.
 LINE_FROM = 1 << 20
 LINE = 64

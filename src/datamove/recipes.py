@@ -9,7 +9,7 @@ with the same key skips everything but the copy: for a small array, an
 the dims merged, which costs no more than NumPy's own
 reshape/transpose/reshape idiom. (A NumPy call the compiled core takes is kept
 by the core itself from its first run, a first call into a new array included, and
-repeated there before any Python step: ``src/native/core/repeat.cpp``; such a
+repeated there before any Python step: ``src/native/runtime/repeat.cpp``; such a
 call makes a recipe only where the core's table does not take it.)
 
 >>> import numpy as np, datamove as dm

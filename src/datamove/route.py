@@ -49,7 +49,7 @@ NATIVE_MIN_BYTES = 1 << 17
 #: From this many input bytes a NumPy call with ``engine="auto"`` that repeats (its recipe kept,
 #: :mod:`datamove.recipes`) runs on the compiled core from its second call, below
 #: ``NATIVE_MIN_BYTES`` too: its program made once, the core's run costs less than NumPy's strided copy,
-#: and from its third call the core runs it alone (``src/native/core/repeat.cpp``), which pays at every
+#: and from its third call the core runs it alone (``src/native/runtime/repeat.cpp``), which pays at every
 #: size. Float32, repeated, timeit, same process, in turns (2-core AMD EPYC), NumPy's way -> the core's:
 #: SpaceToDepth 16 bytes 7.0 -> 1.9-2.0 us into a new array and 8.5-8.6 -> 1.3 us into out=; 1 KiB 5.6-5.8
 #: -> 2.1-2.2 and 9.7-9.8 -> 1.5 us (the NumPy idiom: 2.1 and 3.6 us); BatchToSpace with crops of 1 KiB

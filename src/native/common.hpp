@@ -6,17 +6,18 @@
 // rules, datamove.shapes) and a planner of its own for what this one refuses. Its files, each header
 // including the one before it:
 //
-//   common.hpp   the program's steps, the CPU's features, streaming stores
-//   plan.hpp     the planner: planner.cpp, one file of planner/views.cpp (the op's views), lower.cpp (views
-//                to steps), units.cpp (tables) and planner_py.cpp (its Python functions)
-//   bodies.hpp   the block tiles' SIMD bodies (SSE2, SSSE3, AVX-512) and short runs of pixels
-//   lines.hpp    streamed gathers and scatters: chunks through L1, AVX-512's whole-line kernels
-//   rows.hpp     the kernels by pattern and run_rows, which walks a step's rows
-//   word*.cpp    run_rows for one word width each (1, 2, 4, 8, 16 bytes; wide.cpp: 32, 64, 128, windows only),
-//                compiled in parallel
-//   core.cpp     one file of core/program.cpp (parse: a program into steps; streams: whether its stores go
-//                around the cache), core/pool.cpp (jobs and the fork-safe thread pool) and core/module.cpp
-//                (the Python module); core.hpp: what the three share
+//   common.hpp      the program's steps, the CPU's features, streaming stores
+//   plan.hpp        the planner: planner.cpp, one file of planner/views.cpp (the op's views), lower.cpp
+//                   (views to steps), units.cpp (tables) and planner_py.cpp (its Python functions)
+//   tile_simd.hpp   the block tiles' SIMD bodies (SSE2, SSSE3, AVX-512) and short runs of pixels
+//   streamed.hpp    streamed gathers and scatters: chunks through L1, AVX-512's whole-line kernels
+//   run_rows.hpp    the kernels by pattern and run_rows, which walks a step's rows
+//   word*.cpp       run_rows for one word width each (1, 2, 4, 8, 16 bytes; wide.cpp: 32, 64, 128, windows
+//                   only), compiled in parallel
+//   runtime.cpp     one file of runtime/program.cpp (parse: a program into steps; streams: whether its stores
+//                   go around the cache), runtime/pool.cpp (jobs and the fork-safe thread pool),
+//                   runtime/module.cpp (the Python module) and runtime/repeat.cpp (calls in one C call);
+//                   runtime.hpp: what they share
 //   cpu.hpp      what the CPU has (GCC's and Clang's builtins, MSVC's cpuid); platform.hpp: threads,
 //                locks, the fork handler and the cache's size on POSIX and on Windows (pool.cpp, module.cpp)
 //
@@ -270,10 +271,10 @@ struct Step {
     bool reads_on;         // scatter windows of rows from 1 KiB: a tile's input rows go on where a later tile reads
     char* scratch;         // streamed: this thread's chunk buffer, kScratchBytes on a page (set by run_rows)
     struct Carry* carry;   // streamed: this thread's held partial line (set by run_rows)
-    struct Permute* perm;  // plainly stored: this thread's byte permute for pixel_rows, interleave_rows (set by run_rows)
+    struct Permute* perm;  // plainly stored: this thread's byte permute for pixel_rows, permute_rows (set by run_rows)
 };
 
-// A byte permute's index and each row's bytes of it (pixel_rows, interleave_rows), made on a step's first
+// A byte permute's index and each row's bytes of it (pixel_rows, permute_rows), made on a step's first
 // run in a thread (run_rows holds one) for the key (0: none yet), not for every run (a few vectors). (Held
 // in the Step itself, its address passed to those calls, the compiler reloaded every field of run_rows'
 // copy after each call: Float16 NCHW DepthToSpace of 12 x 12 images, which never takes them, 1.61x ->

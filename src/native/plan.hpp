@@ -24,18 +24,18 @@ enum Op { BATCH_TO_SPACE = 0, SPACE_TO_BATCH = 1, SPACE_TO_DEPTH = 2, DEPTH_TO_S
 // The planner's measured thresholds (each one's measurement is where the Python twin, which reads them from
 // the core's exports, uses it: datamove.engines.native_engine, strided, units).
 // A nest whose rows are fewer than kMinRows has its tile cut for the threads: into chunks of kChunkWords
-// words, or fewer, none under kChunkBytes; steps under kSharedBytes are left whole (native_engine._split).
+// words, or fewer, none under kMinChunkBytes; steps under kSharedBytes are left whole (native_engine._split).
 constexpr int64_t kMinRows = 64;
 constexpr int64_t kChunkWords = int64_t(1) << 14;
-constexpr int64_t kChunkBytes = int64_t(16) << 10;
+constexpr int64_t kMinChunkBytes = int64_t(16) << 10;
 constexpr int64_t kSharedBytes = int64_t(512) << 10;
 // The input the loops that runs_together moves out may span (strided.REREAD_BYTES).
 constexpr int64_t kRereadBytes = int64_t(1) << 20;
 // Units of up to kSmallUnitWords words are tried first; the lowering's bytes per table word; output rows
-// from kRowBytes keep the windows (units.SMALL_UNIT_WORDS, TABLE_COST, ROW_BYTES).
+// from kWindowRowBytes keep the windows (units.SMALL_UNIT_WORDS, TABLE_COST, ROW_BYTES).
 constexpr int64_t kSmallUnitWords = 4096;
 constexpr int64_t kTableCost = 24;
-constexpr int64_t kRowBytes = 256;
+constexpr int64_t kWindowRowBytes = 256;
 // The bytes a UNITS step's tables may take past the output's own (units.TABLE_SLACK).
 constexpr int64_t kTableSlack = int64_t(1) << 20;
 // The tile blocks (rows of a gather or scatter tile): strided.BLOCKS.

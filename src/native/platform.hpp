@@ -17,7 +17,7 @@
 #define WIN32_LEAN_AND_MEAN
 #endif
 #include <windows.h>
-// (its near and far, defined as nothing, would erase names in the files core.cpp compiles with this one)
+// (its near and far, defined as nothing, would erase names in the files runtime.cpp compiles with this one)
 #undef near
 #undef far
 #else

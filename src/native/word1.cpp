@@ -1,5 +1,5 @@
 // run_rows for 1-byte words, every pattern and block (a file a word: they compile in parallel).
 
-#include "rows.hpp"
+#include "run_rows.hpp"
 
 template dm::RowsFn dm::rows_for<uint8_t>(int, int, bool, bool);

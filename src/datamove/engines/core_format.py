@@ -1,5 +1,5 @@
 """The compiled core's program format as the core itself exports it: the steps' pattern ids and the limits
-its parser holds a program to (``src/native/core/module.cpp``, from ``src/native/common.hpp``).
+its parser holds a program to (``src/native/runtime/module.cpp``, from ``src/native/common.hpp``).
 
 Read here once, from the loaded core, and never copied: :mod:`~datamove.engines.native_engine`,
 :mod:`~datamove.engines.units` and :mod:`~datamove.engines.strided` write programs with these. A leaf

@@ -92,7 +92,7 @@ def core() -> ModuleType:
 def setup_repeats(module: ModuleType) -> None:
     """Tell a core (this one, or a test's build) where a repeated call's settings are, and how to read and
     make NumPy's arrays: probes of each kind it reads, np.empty, and NumPy's C API capsule, whose allocator
-    makes a new result without np.empty's argument parsing (``src/native/core/repeat.cpp``)."""
+    makes a new result without np.empty's argument parsing (``src/native/runtime/repeat.cpp``)."""
     if not hasattr(module, "repeat_setup"):
         return
     strided = np.empty((3, 4, 5), np.int16)[::2, ::-1, 1:]
@@ -113,7 +113,7 @@ def _array_api() -> Any:
 
 
 def repeated_calls() -> Optional[Callable[..., Any]]:
-    """The core's ``repeated(op, data, a, b, c, out, engine)`` (``src/native/core/repeat.cpp``): a call whose
+    """The core's ``repeated(op, data, a, b, c, out, engine)`` (``src/native/runtime/repeat.cpp``): a call whose
     kept recipe has run on the core (:class:`Planned`, its ``repeats``) run again in one C call, its result
     returned; None, nothing written, for any other. None where the core does not load."""
     try:

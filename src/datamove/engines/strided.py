@@ -121,7 +121,7 @@ def runs_together(outer: List[List[int]], n: int, word: int = 1) -> List[List[in
     5-D SpaceToDepth: the output's depth and height both continue its rows, and the block's depth
     offset lies between them in the input. Moved out, the rows run on through both (8 KiB instead of
     1 KiB), and the core streams them as one run whatever their offset in a line (``side_joined`` in
-    ``src/native/lines.hpp``). Only over as much of the outer of the two as spans at most
+    ``src/native/streamed.hpp``). Only over as much of the outer of the two as spans at most
     :data:`REREAD_BYTES` of input (the rest of it stays outside), so the passes the moved loops make over
     it read from the cache, and only where the tile's rows are a line (64 bytes) or more, as the core's
     whole-line gathers take them: stored plainly, the loops moved out gained nothing (float32) or cost
@@ -165,7 +165,7 @@ def schedule(loops: List[List[int]], fill: bool = False, word: int = 1) -> Tuple
       (SpaceToDepth's and SpaceToBatch's innermost block). Loop 0 is ``i``,
       loop 1 is ``j``; the other loops follow the input, so it is read in order
       (where the output rows go on past a block loop, the core joins them; see
-      ``side_joined`` in ``src/native/lines.hpp``; :func:`runs_together` keeps
+      ``side_joined`` in ``src/native/streamed.hpp``; :func:`runs_together` keeps
       the loops that go on with them next to each other).
     * ``"scatter"``, block ``B``: the mirror image (DepthToSpace, BatchToSpace);
       the other loops follow the output, so it is written in order.
@@ -285,7 +285,7 @@ def fan_out_first(loops: Sequence[Sequence[int]], word: int, start: int = 0, spa
     return nest
 
 
-#: Block sizes with a specialised tile (see ``src/native/rows.hpp``), as the core exports them.
+#: Block sizes with a specialised tile (see ``src/native/run_rows.hpp``), as the core exports them.
 BLOCKS = core_format.TILE_BLOCKS
 
 

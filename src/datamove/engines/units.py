@@ -7,7 +7,7 @@ words (2-4x the copy floor). Here the output is a run of *units*, an image (or
 one channel plane of it) after another (for SpaceToBatch, a run per block
 offset), and a table says where each word of a unit comes from in the input,
 or that it is a pad (a zero). The native core then copies the units a line at
-a time from the tables (``UNITS`` steps, ``src/native/core/program.cpp``); the
+a time from the tables (``UNITS`` steps, ``src/native/runtime/program.cpp``); the
 tables come from the spec's formulas, once for a layout.
 
 >>> import numpy as np

@@ -550,7 +550,7 @@ struct Lowering {
             const Loops& nest = piece.loops;
             // chunks of _CHUNK_WORDS, or fewer words (whole lines, from _CHUNK_BYTES)
             int64_t size = add(-floordiv(-mul(n0, piece.count), kMinRows), 63) & ~int64_t(63);
-            size = std::min(kChunkWords, std::max(size, kChunkBytes / word));
+            size = std::min(kChunkWords, std::max(size, kMinChunkBytes / word));
             if (!ok) return;
             if (piece.count >= kMinRows || n0 < 2 * size) {
                 step(id, word, block, lo, hi, piece.src, piece.dst, nest.v, nest.size);

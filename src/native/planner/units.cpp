@@ -19,7 +19,7 @@ namespace dm::planner {
 
 namespace {
 
-// (kSmallUnitWords, kTableCost and kRowBytes are plan.hpp's)
+// (kSmallUnitWords, kTableCost and kWindowRowBytes are plan.hpp's)
 constexpr int64_t kHeadWords = 17;  // a UNITS step's head, before its tables
 // Offsets, extents and their sums stay within this: the sum of two never overflows.
 constexpr int64_t kBig = int64_t(1) << 62;
@@ -249,7 +249,7 @@ bool lower_units(const Plan& plan, const Layout& data, const Layout& out, std::v
         if (out.shape[a] > 1 && (rows < 0 || uabs(out.strides[a]) < least_stride)) rows = (int64_t)a, least_stride = uabs(out.strides[a]);
     if (rows < 0) return false;
     const bool spatial = block[rows] > 1 || begin[rows] != 0 || end[rows] != 0;
-    if (spatial && (out.shape[rows] >= kRowBytes || out.shape[rows] * item >= kRowBytes)) return false;
+    if (spatial && (out.shape[rows] >= kWindowRowBytes || out.shape[rows] * item >= kWindowRowBytes)) return false;
     if (!s2b) {
         bool cropped = false;
         for (size_t k = 0; k < rank; ++k) cropped = cropped || begin[k] != 0 || end[k] != 0;

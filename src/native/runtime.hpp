@@ -3,24 +3,24 @@
 //
 // The map of the kernels: a step's pattern -> the kernel that moves its words (file) -> the levels that
 // have it (portable, sse2, ssse3, avx2, avx512f, avx512; "sse2+": sse2 and every level above). Chosen in
-// order: pick (program.cpp) -> rows_for (word*.cpp) -> pick_word -> run_rows (rows.hpp), whose tries run
+// order: pick (program.cpp) -> rows_for (word*.cpp) -> pick_word -> run_rows (run_rows.hpp), whose tries run
 // top to bottom within each pattern below; the level is kIsa (common.hpp), read through kSsse3, kAvx512
 // and kAvx512Bytes: no function table per level. What justifies each kernel (the measured cases), the
 // conditions in full and the gather/scatter bodies written twice: docs/design.rst, "The core's kernels".
 //
-//   any (table_of)     dense units of output  table_run -> table_lines (lines.hpp)      avx512f
-//                                                       -> table_words (lines.hpp)      portable+ (below avx512f)
+//   any (table_of)     dense units of output  table_run -> table_lines (streamed.hpp)      avx512f
+//                                                       -> table_words (streamed.hpp)      portable+ (below avx512f)
 //   UNITS              run_units (program.cpp) -> table_run, a chunk for every part     as table_run
-//   CONTIGUOUS         stream_chunks, stream_small_chunks (rows.hpp, streamed)          avx512f
-//                      pixel_rows, interleave_rows [DM_NARROW] (plain)                  avx512
-//                      short_rows_run, copy_small (rows.hpp)                            portable+ (streamed: sse2+)
+//   CONTIGUOUS         stream_chunks, stream_small_chunks (run_rows.hpp, streamed)          avx512f
+//                      pixel_rows, permute_rows [DM_NARROW] (plain)                  avx512
+//                      short_rows_run, copy_small (run_rows.hpp)                            portable+ (streamed: sse2+)
 //                      put_bytes (common.hpp; 64-byte stores: stream_lines)             portable+ (avx512f)
 //   FILL               zero_bytes (common.hpp; 64-byte stores: zero_lines)              portable+ (avx512f)
 //   GATHER             gather_unit_rows -> gather_units (plain, 1-2 byte words)         avx512
 //                      gather_rows_run -> deinterleave_rows/16 (plain, B 2|4, 4|8 B)    sse2+
 //                      gathers_chains -> chained_lines (streamed)                       avx512f
 //                                        chained_lines_avx2 (streamed, 4-8 byte words)  avx2
-//                      gather (lines.hpp, streamed) -> gathers_lines:
+//                      gather (streamed.hpp, streamed) -> gathers_lines:
 //                          gather_lines (4-16 byte words)                               avx512f
 //                          gather_lines_avx2 (4-8 byte words; 1-2 outside windows)      avx2
 //                          gather_narrow_lines (1-2 byte words)                         avx512
@@ -31,22 +31,22 @@
 //                          gather_pixel_lines (32-128 byte pixels)                      avx512f
 //                          gather_pixels (16-128 byte pixels)                           sse2, ssse3, avx2
 //                      gather_window -> gather_window_part -> gather_rows               portable+
-//   SCATTER            interleaved_run -> interleave_rows [DM_NARROW] (plain, 1-2 B)    avx512
-//                      scatter_rows_run -> interleave_rows<W, B> (rows.hpp; plain)      sse2+
+//   SCATTER            interleaved_run -> permute_rows [DM_NARROW] (plain, 1-2 B)    avx512
+//                      scatter_rows_run -> interleave_rows<W, B> (run_rows.hpp; plain)      sse2+
 //                      scatter_run: scatter_run_lines (streamed, pixels, 1 stream)      avx512f
 //                                   scatter_run_of (4-byte pixels: small_scatter)       sse2+
 //                                   narrow_scatter_run (plain, 1-2 byte words)          sse2+
-//                      scatter (lines.hpp): transpose4; scatter_direct -> scatter_span  sse2+
+//                      scatter (streamed.hpp): transpose4; scatter_direct -> scatter_span  sse2+
 //                          (blocks of two 4-byte words 4 bytes past 8: scatter_odd_span)  sse2+
 //                          -> interleave16 (streamed, 4|8 B, B 2|4) / scatter2_lines    sse2+ / avx512f
 //                          else the L1 buffer (put_joined, Carry)                       sse2+
 //                      scatter_rows -> scatter_simd: scatter3_words, scatter_unpack;    sse2+
 //                          scatter3_narrow; the compiler's loops                        ssse3+; portable+
-//   SCATTER_WINDOW     scatter_rows_run (plain) as SCATTER; scatter_window (rows.hpp):
+//   SCATTER_WINDOW     scatter_rows_run (plain) as SCATTER; scatter_window (run_rows.hpp):
 //                          scatter_direct (streamed, 4|8 B, B 2|4), else L1 buffer      sse2+
 //                          scatter_window_part -> scatter_rows                          portable+
 //   STRIDED            strided_run -> strided_lines (whole lines)                       avx512f
-//                      the loops in tile (rows.hpp)                                     portable+
+//                      the loops in tile (run_rows.hpp)                                     portable+
 
 #pragma once
 

@@ -1,8 +1,8 @@
 // A program read into steps (parse), and whether its stores stream (streams, from the kernels' own
 // tests of what they can store whole).
 
-#include "core.hpp"
-#include "rows.hpp"
+#include "runtime.hpp"
+#include "run_rows.hpp"
 
 namespace dm {
 

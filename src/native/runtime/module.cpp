@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "core.hpp"
+#include "runtime.hpp"
 #include "planner_py.hpp"
 #include "platform.hpp"
 
@@ -370,12 +370,12 @@ PyMODINIT_FUNC PyInit__native(void) {
         // the planner's thresholds (plan.hpp), which the Python side's twin of it reads
         {"MIN_ROWS", dm::planner::kMinRows},
         {"CHUNK_WORDS", dm::planner::kChunkWords},
-        {"CHUNK_BYTES", dm::planner::kChunkBytes},
+        {"CHUNK_BYTES", dm::planner::kMinChunkBytes},
         {"SHARED_BYTES", dm::planner::kSharedBytes},
         {"REREAD_BYTES", dm::planner::kRereadBytes},
         {"SMALL_UNIT_WORDS", dm::planner::kSmallUnitWords},
         {"TABLE_COST", dm::planner::kTableCost},
-        {"ROW_BYTES", dm::planner::kRowBytes},
+        {"ROW_BYTES", dm::planner::kWindowRowBytes},
         {"TABLE_SLACK", dm::planner::kTableSlack},
         {"PIECE_WORDS", dm::planner::kPieceWords},
         {"FAN_OUT_BYTES", dm::planner::kFanOutBytes},

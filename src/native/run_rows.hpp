@@ -3,7 +3,7 @@
 
 #pragma once
 
-#include "lines.hpp"
+#include "streamed.hpp"
 
 namespace dm {
 
@@ -503,10 +503,10 @@ inline bool contiguous_run(const T* src, T* dst, int64_t a, int64_t b, int64_t r
         return false;
     }
 #if DM_HAVE_AVX512
-    const int64_t side[4] = {0, s1, 2 * s1, 3 * s1};  // (interleave_rows: a tile's rows side by side in d)
+    const int64_t side[4] = {0, s1, 2 * s1, 3 * s1};  // (permute_rows: a tile's rows side by side in d)
     if (bytes < 32 && (bytes & (bytes - 1)) && run * bytes >= 2 * kLine && kAvx512Bytes &&
         ((dm == bytes && pixel_rows(d, s, bytes, sm, run, n, d1, s1, st.perm)) ||
-         (d1 == bytes && dm == n * bytes && n <= 4 && dm <= 32 && interleave_rows(d, s, bytes, 1, n, side, sm, run, st.perm))))
+         (d1 == bytes && dm == n * bytes && n <= 4 && dm <= 32 && permute_rows(d, s, bytes, 1, n, side, sm, run, st.perm))))
         return true;
 #endif
     switch (bytes) {
@@ -590,7 +590,7 @@ inline void units_run(const Step& st, const Table& tab, const T* src, T* dst, in
 }
 
 // Rows [r0, r1) of a step: the outer loops walked as an odometer, a tile per row.
-// I: the step's SCATTER tiles of narrow words go to interleave_rows (pick): a separate instance, so that
+// I: the step's SCATTER tiles of narrow words go to permute_rows (pick): a separate instance, so that
 // the others' loops stay as they were (the call in the loop, even untaken, cost float16 NCHW
 // DepthToSpace of 12 x 12 images 1.35-1.61x -> 1.62-2.19x the copy floor).
 template <typename T, int P, int B, bool NT, bool I = false>
@@ -800,7 +800,7 @@ RowsFn pick_word(int pattern, int block, bool interleaved) {
 
 // The run_rows of a word type for a pattern and block, plain or streamed. Each word type's instances are
 // compiled in a file of their own (word1.cpp ... word16.cpp; wide.cpp the three widest), in parallel; the others see these
-// declarations only. `interleaved`: SCATTER tiles that interleave_rows takes, GATHER tiles that
+// declarations only. `interleaved`: SCATTER tiles that permute_rows takes, GATHER tiles that
 // gather_units takes (pick).
 template <typename T>
 RowsFn rows_for(int pattern, int block, bool stream, bool interleaved) {

@@ -1,6 +1,6 @@
 // The jobs and the thread pool that runs them.
 
-#include "core.hpp"
+#include "runtime.hpp"
 #include "platform.hpp"
 
 namespace dm {

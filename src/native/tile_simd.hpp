@@ -544,7 +544,7 @@ inline bool narrow_scatter(const char* s, char* d, const Step& st, int64_t run, 
 
 #if DM_HAVE_AVX512
 // The byte permute that interleaves G tiles of R rows of N words of W bytes, each row's pieces sm bytes
-// apart in its input (interleave_rows; pixel_rows: R = N = 1, W = P), made in `perm` (see Permute).
+// apart in its input (permute_rows; pixel_rows: R = N = 1, W = P), made in `perm` (see Permute).
 inline void permute_of(Permute* perm, int64_t W, int64_t N, int64_t R, int64_t sm, int64_t G) {
     const int64_t key = ((sm * 64 + W) * 64 + N) * 8 + R + 1;
     if (perm->key == key) return;
@@ -558,7 +558,7 @@ inline void permute_of(Permute* perm, int64_t W, int64_t N, int64_t R, int64_t s
     perm->key = key;
 }
 
-// The first n bytes of a vector, as a mask (none for n <= 0, all from 64): pixel_rows, interleave_rows.
+// The first n bytes of a vector, as a mask (none for n <= 0, all from 64): pixel_rows, permute_rows.
 inline uint64_t first_bytes(int64_t n) {
     return n >= 64 ? ~0ull : n <= 0 ? 0ull : (1ull << n) - 1;
 }
@@ -572,7 +572,7 @@ inline uint64_t first_bytes(int64_t n) {
 // masked store. False where fewer than 2 tiles fit a vector. Tile by tile, channels-last uint8 RGB, 64
 // MiB: BatchToSpace with crops 4.8x the copy floor, SpaceToDepth and DepthToSpace depth_first 1.8-2.3x and
 // 2.75-3.3x.
-DM_NARROW DM_NOINLINE inline bool interleave_rows(char* d, const char* s, int64_t W, int64_t N, int64_t R, const int64_t* off,
+DM_NARROW DM_NOINLINE inline bool permute_rows(char* d, const char* s, int64_t W, int64_t N, int64_t R, const int64_t* off,
                                                  int64_t sm, int64_t run, Permute* perm) {
     const int64_t row = N * W, P = row * R;
     if (!perm || sm < 0 || W < 1 || N < 1 || R < 2 || R > 4 || P > 32) return false;
@@ -806,12 +806,12 @@ __attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter_run_lines(const f
 #endif
 
 #if DM_HAVE_AVX512
-// A run of SCATTER tiles of narrow words by interleave_rows: from run_rows' own instance for such steps
+// A run of SCATTER tiles of narrow words by permute_rows: from run_rows' own instance for such steps
 // (its I, chosen by pick), not from scatter_run (see run_rows).
 template <typename T, int B>
 DM_NOINLINE bool interleaved_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
     const int64_t W = sizeof(T), off[4] = {st.at[0] * W, st.at[1] * W, st.at[2] * W, st.at[3] * W};
-    return interleave_rows(reinterpret_cast<char*>(dst + b), reinterpret_cast<const char*>(src + a), W, st.l0.n, B, off, inner.s * W,
+    return permute_rows(reinterpret_cast<char*>(dst + b), reinterpret_cast<const char*>(src + a), W, st.l0.n, B, off, inner.s * W,
                            run, st.perm);
 }
 #endif
@@ -835,7 +835,7 @@ DM_NOINLINE void small_scatter_tiles(const float* s, float* d, const Step& st, c
 
 // A run of `run` small_scatter tiles `inner` apart; false where the step is not one (or, streamed, its
 // stores are not on 16 bytes: streams_whole streams such steps only where they are). Narrow words: see
-// interleave_rows and narrow_scatter_run (plain stores only: streams_whole never streams them).
+// permute_rows and narrow_scatter_run (plain stores only: streams_whole never streams them).
 template <typename T, int B, bool NT>
 inline bool scatter_run(const T* src, T* dst, int64_t a, int64_t b, int64_t run, const Loop& inner, const Step& st) {
 #if DM_HAVE_STREAM

@@ -3,7 +3,7 @@
 
 #pragma once
 
-#include "bodies.hpp"
+#include "tile_simd.hpp"
 
 namespace dm {
 
