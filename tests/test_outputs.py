@@ -92,14 +92,16 @@ def test_a_loop_keeping_the_last_result_alternates_two_buffers():
 
 def test_the_pool_is_bounded_and_frees_idle_buffers_before_a_new_one():
     pool = outputs._pool
-    kept = [pool.take(n) for n in (1 << 20, 2 << 20, 3 << 20)]
-    assert len(pool._buffers) == outputs.POOL_SLOTS  # the oldest is forgotten, not freed under its user
+    kept = [pool.take(n)[0] for n in (1 << 20, 2 << 20, 3 << 20)]
+    assert len(pool._buffers) == len(pool._starts) == outputs.POOL_SLOTS  # the oldest is forgotten, not freed under its user
     assert kept[0].size == 1 << 20 and kept[0].base is None
     del kept
     pool.take(8 << 20)  # nothing idle fits: the idle buffers go before the new one comes
-    assert [b.size for b in pool._buffers] == [8 << 20]
-    assert pool.take(5 << 20).size == 8 << 20  # fits with less than its own size to spare
-    assert pool.take(3 << 20).size == 3 << 20  # 8 MiB would waste more than the request: a new one
+    assert [b.size for b in pool._buffers] == [8 << 20] and len(pool._starts) == 1
+    raw, start = pool.take(5 << 20)
+    assert raw.size == 8 << 20 and (address(raw) + start) % outputs.LINE == 0  # fits with less than its own size to spare
+    del raw
+    assert pool.take(3 << 20)[0].size == 3 << 20  # 8 MiB would waste more than the request: a new one
 
 
 def test_results_above_the_pool_bound_are_not_kept_nor_beside_idle_ones():

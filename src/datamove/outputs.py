@@ -105,42 +105,48 @@ class _Pool:
     A buffer is idle when only the pool refers to it (reference counts; every view of a result holds
     the buffer). A request takes the smallest idle buffer that fits it with less than its own size to
     spare; otherwise the idle buffers are freed first, so a new buffer never sits beside unused ones,
-    and the oldest past :data:`POOL_SLOTS` are forgotten (freed when their results are).
+    and the oldest past :data:`POOL_SLOTS` are forgotten (freed when their results are). Each buffer is
+    kept with the offset of its first byte on a line (found once: ``__array_interface__`` costs a dict).
 
     >>> pool = _Pool()
-    >>> a = pool.take(1000)
-    >>> b = pool.take(1000)
-    >>> a is b
-    False
+    >>> a, start = pool.take(1000)
+    >>> b, _ = pool.take(1000)
+    >>> a is b, (a.__array_interface__["data"][0] + start) % LINE
+    (False, 0)
     >>> a_address = a.ctypes.data; del a
-    >>> pool.take(1000).ctypes.data == a_address
+    >>> pool.take(1000)[0].ctypes.data == a_address
     True
     """
 
     def __init__(self) -> None:
         self._buffers: List[np.ndarray[Any, Any]] = []
+        self._starts: List[int] = []
         self._lock = threading.Lock()
         renew_lock_after_fork(self)
 
-    def take(self, nbytes: int) -> np.ndarray[Any, Any]:
-        """A buffer of ``nbytes`` bytes or a little more (uint8), kept for reuse up to ``POOL_MAX_BYTES + LINE``."""
+    def take(self, nbytes: int) -> Tuple[np.ndarray[Any, Any], int]:
+        """A buffer of ``nbytes`` bytes or a little more (uint8), kept for reuse up to ``POOL_MAX_BYTES + LINE``,
+        and the offset in it of its first byte on a line (:data:`LINE`)."""
         with self._lock:
-            buffers = self._buffers
+            buffers, starts = self._buffers, self._starts
             best = -1
             for i in range(len(buffers)):
                 if _refs(buffers, i) == _IDLE and nbytes <= buffers[i].size < 2 * nbytes and (
                         best < 0 or buffers[i].size < buffers[best].size):
                     best = i
             if best >= 0:
-                raw = buffers.pop(best)
+                raw, start = buffers.pop(best), starts.pop(best)
             else:
-                buffers[:] = [buffers[i] for i in range(len(buffers)) if _refs(buffers, i) != _IDLE]
+                kept = [i for i in range(len(buffers)) if _refs(buffers, i) != _IDLE]
+                buffers[:], starts[:] = [buffers[i] for i in kept], [starts[i] for i in kept]
                 raw = np.empty(nbytes, np.uint8)
+                start = -raw.__array_interface__["data"][0] % LINE
                 if nbytes > POOL_MAX_BYTES + LINE:
-                    return raw
-                del buffers[:max(0, len(buffers) + 1 - POOL_SLOTS)]
+                    return raw, start
+                del buffers[:max(0, len(buffers) + 1 - POOL_SLOTS)], starts[:max(0, len(starts) + 1 - POOL_SLOTS)]
             buffers.append(raw)
-            return raw
+            starts.append(start)
+            return raw, start
 
 
 _pool = _Pool()
@@ -171,10 +177,8 @@ def allocate(shape: Tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
         nbytes = dtype.itemsize * math.prod(shape)
         if nbytes < LINE_FROM or dtype.hasobject or nbytes > sys.maxsize - LINE:
             return np.empty(shape, dtype)
-        raw = _pool.take(nbytes + LINE)
-        start = -raw.__array_interface__["data"][0] % LINE
-        result: np.ndarray[Any, Any] = raw[start:start + nbytes].view(dtype).reshape(shape)
-        return result
+        raw, start = _pool.take(nbytes + LINE)
+        return np.ndarray(shape, dtype, raw, start)  # (a view of raw: it holds the buffer, as the pool counts)
     except ValueError as exc:  # "array is too big"
         raise DataMoveError(f"the output shape {shape} of dtype {dtype} is too big: {exc}") from None
 
