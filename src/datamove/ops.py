@@ -106,17 +106,16 @@ def _first(op: str, recipe_key: Hashable, data: Any, a: Any, b: Any, c: Any, eng
     core = native_engine._native  # (the one native_engine runs: a test may put a recording or another level's)
     if (engine != "auto" and engine != "native") or core is None:
         return None
-    if op == "space_to_depth" or op == "depth_to_space":
-        out_shape = shapes.static_depth_shape(op == "space_to_depth", data.shape, a, b)
-        nbytes = data.nbytes  # (the output holds the input's items, in another order)
-    else:
-        out_shape = shapes.static_space_shape(op, data.shape, a, b, c)
-        if out_shape is None:
-            return None
-        _check_size(out_shape, data.dtype)  # (pads may make it any size)
-        nbytes = math.prod(out_shape) * data.itemsize
+    depth = op == "space_to_depth" or op == "depth_to_space"
+    out_shape = (shapes.static_depth_shape(op == "space_to_depth", data.shape, a, b) if depth
+                 else shapes.static_space_shape(op, data.shape, a, b, c))
     if out_shape is None:
         return None
+    if depth:
+        nbytes = data.nbytes  # (the output holds the input's items, in another order)
+    else:
+        _check_size(out_shape, data.dtype)  # (pads may make it any size)
+        nbytes = math.prod(out_shape) * data.itemsize
     # the core's first(): allocated (a large result on a line), planned, lowered and run in one C call, its
     # program kept there for the call's repeats
     done = core.first(op, data, a, b, c, out_shape, None if nbytes < _LINE_FROM else _allocate, engine)
