@@ -178,7 +178,8 @@ def allocate(shape: Tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
         if nbytes < LINE_FROM or dtype.hasobject or nbytes > sys.maxsize - LINE:
             return np.empty(shape, dtype)
         raw, start = _pool.take(nbytes + LINE)
-        return np.ndarray(shape, dtype, raw, start)  # (a view of raw: it holds the buffer, as the pool counts)
+        result: np.ndarray[Any, Any] = np.ndarray(shape, dtype, raw, start)  # (a view of raw, which it holds)
+        return result
     except ValueError as exc:  # "array is too big"
         raise DataMoveError(f"the output shape {shape} of dtype {dtype} is too big: {exc}") from None
 
