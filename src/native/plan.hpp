@@ -41,7 +41,7 @@ constexpr int64_t kTableSlack = int64_t(1) << 20;
 // The tile blocks (rows of a gather or scatter tile): strided.BLOCKS.
 constexpr int64_t kTileBlocks[] = {2, 3, 4};
 // Block tiles writing pieces of this many words or more write as well as longer ones: the longest up to it
-// wins (strided.schedule's PIECE_WORDS); runs shorter than it follow their block loop's side (SHORT_RUN_WORDS).
+// wins (strided.schedule, core_format.PIECE_WORDS); contiguous runs shorter than it follow their block loop's side.
 constexpr int64_t kPieceWords = 64;
 // Scatter tiles whose input rows are this many bytes or more read one block row at a time when streamed
 // (strided.fan_out_first's FAN_OUT_BYTES).
