@@ -10,6 +10,7 @@ GATHER_LINES: int  # 1 where streamed gathers of 4- and 8-byte words store whole
 GATHER_NARROW_LINES: int  # the same of 1- and 2-byte words outside windows (AVX-512BW and VBMI, or AVX2)
 # The program format (common.hpp), read by the Python side that writes programs, never copied there
 PATTERNS: dict[str, int]  # a step's pattern id by name: "contiguous", "gather", ..., "units"
+KERNELS: tuple[str, ...]  # the kernels a step's runs go to ("tiles", "units", "rows_simd", ...), as kernels() names them
 ZERO_WORD: int  # a UNITS table's entry for a word of zeros
 MAX_PARTS: int  # a UNITS step's parts (block offsets)
 UNIT_WORDS: int  # the words of a given UNITS step's unit
@@ -44,6 +45,7 @@ def lowest(array: object, /) -> int: ...
 def workers() -> int: ...
 def copy(src: object, dst: object, threads: int, stream: int, /) -> None: ...  # the bench's copy floor
 def streams(program: bytes, dst_address: int, registers: bool = False, /) -> bool: ...
+def kernels(program: bytes, dst_address: int, stream: int = 0, /) -> list[tuple[str, str, str, int | None]]: ...
 # Repeated calls (runtime/repeat.cpp): a call whose kept recipe ran on the core, run again in one C call
 def repeated(op: str, data: object, a: object, b: object, c: object, out: object, engine: object, /) -> object: ...  # None: not kept
 def remember(op: str, a: object, b: object, c: object, engine: str, data: object, out: object, program: bytes,

@@ -90,6 +90,17 @@
 #define DM_HAVE_STREAM 0
 #endif
 
+// A function always put into its callers: a tile's body, called for every tile, where a call costs as much as
+// the tile's moves (uint8 SpaceToBatch with a 4 x 4 block, 2 MiB: 0.11 ms inlined, 0.22 ms called, when a
+// change elsewhere in run_rows tipped GCC's inliner).
+#if defined(__GNUC__)
+#define DM_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define DM_INLINE __forceinline
+#else
+#define DM_INLINE inline
+#endif
+
 // A function kept out of its callers, where their other values would crowd its own out of the registers.
 #if defined(__GNUC__)
 #define DM_NOINLINE __attribute__((noinline))
@@ -254,6 +265,37 @@ struct Loop {
 
 struct Table;
 
+struct Step;
+// A pattern's rows [r0, r1) of a step, on one thread (run_rows<T, P, B, NT>, src and dst at their lowest
+// addresses).
+typedef void (*RowsFn)(const Step&, char*, char*, int64_t, int64_t);
+
+// The kernels a step's runs of tiles go to in run_rows, chosen once for the step when its program is
+// prepared (choose, program.cpp): run_rows executes the choice, it does not try one kernel after another
+// at every run. The map in runtime.hpp says what each moves, and at which levels (the instruction set is
+// kIsa's, read inside the kernel). A step's `kernel` takes its runs; a run it cannot take (a thread's range
+// cuts the run short, or a run's output lies off the alignment the kernel stores at) goes to its `then`,
+// and where that cannot either, tile by tile. A step's table of units (`rows_table`), where it has one,
+// takes its whole units before either. kernels() in the module names them (_native.KERNELS).
+enum Kernel : uint8_t {
+    K_TILES = 0,        // tile by tile: tile() (the patterns' SIMD bodies, the compiler's loops)
+    K_UNITS,            // UNITS steps: run_units -> table_run
+    K_ROWS_SIMD,        // plain blocks of 2 or 4 rows of 4- or 8-byte words: gather_rows_run, scatter_rows_run
+    K_SIDE_LINES,       // streamed gathers whose rows go on past a side loop (side_joined): gather
+    K_JOINED_LINES,     // streamed gathers whose rows go on from tile to tile (rows_go_on): gather
+    K_CHAINED_LINES,    // streamed gathers in chains of rows (chained_rows): gathers_chains
+    K_STRIDED_LINES,    // strided tiles a line at a time (strided_fits): strided_run
+    K_CONTIGUOUS_RUNS,  // copies of rows, a run of tiles at a time: contiguous_run
+    K_PERMUTE_ROWS,     // plain scatters of 1- and 2-byte words, by byte permutes: interleaved_run
+    K_SCATTER_RUNS,     // scatters of pixels and narrow words, a run at a time: scatter_run
+    K_UNIT_ROWS,        // plain gathers of 1- and 2-byte words as units of output: gather_unit_rows
+    K_TRANSPOSED_RUNS,  // plain strided tiles whose output rows go on through the run: transposed_run
+    K_COUNT
+};
+constexpr const char* kKernelNames[K_COUNT] = {"tiles",          "units",           "rows_simd",   "side_lines",
+                                               "joined_lines",   "chained_lines",   "strided_lines", "contiguous_runs",
+                                               "permute_rows",   "scatter_runs",    "unit_rows",     "transposed_runs"};
+
 struct Step {
     int pattern, word, block;
     int64_t lo, hi, src0, dst0;
@@ -264,7 +306,9 @@ struct Step {
     int64_t first, last;  // windows: the blocks wholly inside lo <= t < hi (set by parse: no division per tile)
     int64_t at[4];         // block tiles: the offsets of the B rows (set by parse: no division per tile)
     bool nt;               // in a streamed program: whether this step streams (set by streams)
-    bool no_table;         // run_rows: the rows of a part of a unit (table_of: no table)
+    uint8_t kernel, then;  // its runs' kernel, and the kernel of the runs that one cannot take (set by choose)
+    const Table* rows_table;  // the table its whole units go by (table_of; made by choose), or none
+    RowsFn fn;             // the run_rows instance for its word, pattern, block and stores (set by choose)
     const Table* table;    // UNITS: the units' table (merge_units, or made from `given`), a row a unit
     const int64_t* given;  // UNITS given in a program: the tables' entries there (parts x the unit's words)
     int64_t parts, part_d; // UNITS: `parts` units a row, each from its own table (table[k]), part_d apart in dst
@@ -563,9 +607,5 @@ struct Ahead {
         }
     }
 };
-
-// A pattern's rows [r0, r1) of a step, on one thread (run_rows<T, P, B, NT>, src and dst at their lowest
-// addresses).
-typedef void (*RowsFn)(const Step&, char*, char*, int64_t, int64_t);
 
 }  // namespace dm

@@ -2,10 +2,12 @@
 // thread pool runs.
 //
 // The map of the kernels: a step's pattern -> the kernel that moves its words (file) -> the levels that
-// have it (portable, sse2, ssse3, avx2, avx512f, avx512; "sse2+": sse2 and every level above). Chosen in
-// order: pick (program.cpp) -> rows_for (word*.cpp) -> pick_word -> run_rows (run_rows.hpp), whose tries run
-// top to bottom within each pattern below; the level is kIsa (common.hpp), read through kSsse3, kAvx512
-// and kAvx512Bytes: no function table per level. What justifies each kernel (the measured cases), the
+// have it (portable, sse2, ssse3, avx2, avx512f, avx512; "sse2+": sse2 and every level above). Chosen once
+// per step, when its program is run or kept (choose, program.cpp): kernels_of names the step's run kernel
+// (common.hpp's Kernel: the first below, within its pattern, that its layout lets take its runs) and the
+// one after it, pick its run_rows instance (rows_for in word*.cpp -> pick_word), table_of its table of
+// units; run_rows (run_rows.hpp) executes that choice. The level is kIsa (common.hpp), read through kSsse3,
+// kAvx512 and kAvx512Bytes: no function table per level. _native.kernels() names a program's choice. What justifies each kernel (the measured cases), the
 // conditions in full and the gather/scatter bodies written twice: docs/design.rst, "The core's kernels".
 //
 //   any (table_of)     dense units of output  table_run -> table_lines (streamed.hpp)      avx512f
@@ -46,7 +48,8 @@
 //                          scatter_direct (streamed, 4|8 B, B 2|4), else L1 buffer      sse2+
 //                          scatter_window_part -> scatter_rows                          portable+
 //   STRIDED            strided_run -> strided_lines (whole lines)                       avx512f
-//                      the loops in tile (run_rows.hpp)                                     portable+
+//                      transposed_run (plain; output rows going on through a run)      portable+
+//                      the loops in tile (run_rows.hpp; transposes row by row of output) portable+
 
 #pragma once
 
@@ -75,8 +78,15 @@ void free_compact_table(Table* table);
 // short (then free_given_tables, and no run). free_given_tables frees them once the program has run.
 bool given_tables(Step* steps, int nsteps);
 void free_given_tables(Step* steps, int nsteps);
-// The kernel of a step, plain or streamed.
-RowsFn pick(const Step& st, bool stream);
+// Each step's kernels (kernel, then), its run_rows instance (fn) and its table of units (rows_table, made
+// here: free_chosen frees them), once for the program, after parse and streams: `stream` whether the job
+// streams (streams()'s answer), `dst` its output's lowest address.
+void choose(Step* steps, int nsteps, bool stream, const char* dst);
+void free_chosen(Step* steps, int nsteps);
+// The outer mode (Table) of a step's table of units, -1 where it has none.
+int table_mode(const Step& st);
+// The kernels of a step, plain or streamed (`nt`), as choose sets them.
+void kernels_of(const Step& st, bool nt, uint8_t* kernel, uint8_t* then);
 
 struct Job {
     uint64_t generation;  // set by run_job: which job of the pool this is

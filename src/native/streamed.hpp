@@ -1081,7 +1081,7 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
     if (st.table) return true;  // a UNITS step's own (merge_units, given_tables), run by run_units from it
     const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
     const bool block = st.pattern == GATHER || st.pattern == SCATTER;
-    if ((W != 4 && W != 8) || n < 1 || R < 1 || R > 4096 || st.no_table) return false;
+    if ((W != 4 && W != 8) || n < 1 || R < 1 || R > 4096) return false;
     Table* t = tab ? tab : thread_table(true);
     if (!t) return false;
     // Units of loops around the tile (outer 4, up to kMergedWords): taken where the tiles come in runs under 1 KiB

@@ -285,7 +285,7 @@ inline int64_t scatter_simd(const T* const* in, T* out, int64_t n) {  // (in: B 
 }
 
 template <typename T, int B>
-inline void gather_rows(const T* __restrict src, T* __restrict dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
+DM_INLINE void gather_rows(const T* __restrict src, T* __restrict dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
     // out row j, position i  <-  in[i * B + j]
     {
         T* o[B];
@@ -329,7 +329,7 @@ inline void gather_rows(const T* __restrict src, T* __restrict dst, int64_t a, i
 }
 
 template <typename T, int B>
-inline void scatter_rows(const T* __restrict src, T* __restrict dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
+DM_INLINE void scatter_rows(const T* __restrict src, T* __restrict dst, int64_t a, int64_t b, const Rows<B>& rows, int64_t n) {
     // out[i * B + j]  <-  in row j, position i
     {
         const T* in[B];

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..call import Call
 
 __all__ = ["run", "execute", "can_take", "core", "available", "warn_missing", "STREAM_BYTES", "program", "program_of",
-           "first_call", "Planned", "carries_tables"]
+           "first_call", "kernels", "Planned", "carries_tables"]
 
 
 _native: Optional[ModuleType] = None
@@ -361,6 +361,27 @@ def first_call(call: "Call", data: np.ndarray, out: Optional[np.ndarray]) -> Opt
     if _native is None:  # (nor its op ids)
         return None
     return first_run(_core_args(call), call.out_shape, data, out)
+
+
+def kernels(call: "Call", data: np.ndarray, out: np.ndarray) -> List[Tuple[str, str, str, Optional[int]]]:
+    """Which of the core's kernels move a validated ``call`` from ``data`` into ``out``, as the core chooses
+    them once for each step of the call's program: ``(pattern, kernel, then, table)`` a step. ``kernel``
+    takes the step's runs of tiles; a run it cannot take (cut short by a thread's range, or its output off the
+    alignment the kernel stores at) goes to ``then``, else tile by tile; ``table``, where not None, is the
+    mode of the table of units that takes the step's whole units first. The map of the kernels, and the
+    cases that justify each: ``src/native/runtime.hpp`` and docs/design.rst.
+
+    >>> from datamove.call import Call
+    >>> nhwc = lambda shape: np.zeros(shape, np.float32).transpose(0, 3, 1, 2)  # channels innermost
+    >>> call = Call("depth_to_space", {"mode": "blocks_first", "block_size": 2}, (1, 64, 4, 4), (1, 16, 8, 8))
+    >>> kernels(call, nhwc((1, 4, 4, 64)), nhwc((1, 8, 8, 16)))  # rows of 16 channels, 64 bytes each
+    [('contiguous', 'contiguous_runs', 'tiles', None)]
+    """
+    native = core()
+    stream = streamed(out)
+    chosen: List[Tuple[str, str, str, Optional[int]]] = native.kernels(program_of(call, data, out, stream=stream),
+                                                                      native.lowest(out), stream)
+    return chosen
 
 
 def first_run(args: Tuple[Any, ...], out_shape: Tuple[int, ...], data: np.ndarray, out: Optional[np.ndarray],

@@ -132,9 +132,11 @@ PyObject* run_program(const int64_t* p, Py_ssize_t n, const Py_buffer& src_view,
     merge_units(steps, &nsteps, &table);
     Job job{0, steps, nsteps, total, src.low, dst.low,
             stream != 0 && DM_HAVE_STREAM && streams(steps, nsteps, dst.low, stream == 1), 1};
+    choose(steps, nsteps, job.stream, dst.low);
     threads = std::max(1, std::min(threads, kMaxThreads));
     Py_BEGIN_ALLOW_THREADS run_job(job, threads);
     Py_END_ALLOW_THREADS free_table(table);
+    free_chosen(steps, nsteps);
     free_given_tables(steps, nsteps);
     delete[] steps;
     Py_RETURN_NONE;
@@ -180,6 +182,7 @@ PyObject* py_copy(PyObject*, PyObject* args) {
     for (int k = 0; k < (int)program[0]; ++k) steps[k].nt = stream != 0 && DM_HAVE_STREAM;
     Job job{0, steps, (int)program[0], total, static_cast<char*>(src.buf), static_cast<char*>(dst.buf),
             stream != 0 && DM_HAVE_STREAM, 1};
+    choose(steps, (int)program[0], job.stream, job.dst);  // (CONTIGUOUS rows of 64 KiB: no table)
     threads = std::max(1, std::min(threads, kMaxThreads));
     Py_BEGIN_ALLOW_THREADS run_job(job, threads);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
@@ -209,6 +212,57 @@ PyObject* py_streams(PyObject*, PyObject* args) {
         return nullptr;
     }
     return PyBool_FromLong(result);
+}
+
+// The patterns' names, as PATTERNS maps them to their ids.
+constexpr const char* kPatternNames[] = {"contiguous", "gather", "scatter", "strided", "fill", "gather_window", "scatter_window", "units"};
+static_assert(sizeof(kPatternNames) / sizeof(*kPatternNames) == UNITS + 1, "a name for every pattern");
+
+// kernels(program, dst_address, stream=0): the kernels choose() gives each step of a program as run()
+// runs it (with its `stream` mode, into an output at that address): a list of (pattern, kernel, then,
+// table), a step each (merged steps one UNITS step), the names kKernelNames'; table the outer mode (0-4)
+// of the step's table of units, None where it has none.
+PyObject* py_kernels(PyObject*, PyObject* args) {
+    Py_buffer program;
+    unsigned long long dst;
+    int stream = 0;
+    if (!PyArg_ParseTuple(args, "y*K|i", &program, &dst, &stream)) return nullptr;
+    const int64_t* p = static_cast<const int64_t*>(program.buf);
+    const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
+    Step* steps = (n >= 1 && p[0] >= 0 && p[0] <= kMaxSteps) ? new (std::nothrow) Step[p[0] ? p[0] : 1] : nullptr;
+    int64_t total = 0;
+    int nsteps = steps != nullptr ? (int)p[0] : 0;
+    const bool ok = steps != nullptr && parse(p, n, steps, nsteps, &total, INT64_MAX, INT64_MAX);  // (runs nothing)
+    Table* table = nullptr;
+    const bool tables = ok && given_tables(steps, nsteps);
+    PyObject* result = nullptr;
+    if (tables) {
+        merge_units(steps, &nsteps, &table);
+        char* const to = reinterpret_cast<char*>(dst);
+        choose(steps, nsteps, stream != 0 && DM_HAVE_STREAM && streams(steps, nsteps, to, stream == 1), to);
+        result = PyList_New(nsteps);
+        for (int s = 0; s < nsteps && result != nullptr; ++s) {
+            const Step& st = steps[s];
+            const int mode = table_mode(st);
+            PyObject* outer = mode >= 0 ? PyLong_FromLong(mode) : (Py_INCREF(Py_None), Py_None);
+            PyObject* item = outer ? Py_BuildValue("(sssN)", kPatternNames[st.pattern], kKernelNames[st.kernel],
+                                                   kKernelNames[st.then], outer)
+                                   : nullptr;
+            if (item == nullptr) Py_CLEAR(result);
+            else PyList_SET_ITEM(result, s, item);
+        }
+        free_chosen(steps, nsteps);
+    }
+    free_table(table);
+    if (ok) free_given_tables(steps, nsteps);
+    delete[] steps;
+    PyBuffer_Release(&program);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "datamove._native.kernels: a malformed program");
+        return nullptr;
+    }
+    if (!tables) return PyErr_NoMemory();
+    return result;
 }
 
 // The lowest address of an array's elements (its data pointer moved back along negative strides), from
@@ -242,6 +296,10 @@ PyMethodDef methods[] = {
     {"copy", py_copy, METH_VARARGS,
      "copy(src, dst, threads, stream): dst's bytes become src's (C-contiguous, one size) by a plain copy loop on "
      "the core's threads, its stores streamed around the cache where stream is true and the CPU has them."},
+    {"kernels", py_kernels, METH_VARARGS,
+     "kernels(program, dst_address, stream=0): the kernels each step of a program runs by, into an output at that "
+     "address: a list of (pattern, kernel, then, table), a step each (PATTERNS and KERNELS name them; table: "
+     "the outer mode of the step's table of units, or None)."},
     {"streams", py_streams, METH_VARARGS,
      "streams(program, dst_address, registers=False): whether run() with stream=2 (registers: 1) streams this "
      "program's stores (every piece whole)."},
@@ -338,11 +396,22 @@ PyMODINIT_FUNC PyInit__native(void) {
     // The program format (common.hpp) as the Python side that writes programs reads it: the steps'
     // pattern ids and the limits parse() holds them to (datamove.engines.native_engine, units), so that
     // no id or limit is written twice.
-    PyObject* patterns = Py_BuildValue("{sisisisisisisisi}", "contiguous", CONTIGUOUS, "gather", GATHER, "scatter", SCATTER,
-                                       "strided", STRIDED, "fill", FILL, "gather_window", GATHER_WINDOW,
-                                       "scatter_window", SCATTER_WINDOW, "units", UNITS);
+    PyObject* patterns = PyDict_New();
+    for (int k = 0; k <= UNITS && patterns != nullptr; ++k) {
+        PyObject* id = PyLong_FromLong(k);
+        if (id == nullptr || PyDict_SetItemString(patterns, kPatternNames[k], id) < 0) Py_CLEAR(patterns);
+        Py_XDECREF(id);
+    }
     if (patterns == nullptr) return nullptr;
     if (PyModule_AddObject(m, "PATTERNS", patterns) < 0) return Py_DECREF(patterns), nullptr;
+    // The kernels a step's runs go to (common.hpp's Kernel, in its order), as kernels() names them.
+    PyObject* kernels = PyTuple_New(K_COUNT);
+    for (int k = 0; k < K_COUNT && kernels != nullptr; ++k) {
+        PyObject* name = PyUnicode_FromString(kKernelNames[k]);
+        if (name == nullptr) Py_CLEAR(kernels);
+        else PyTuple_SET_ITEM(kernels, k, name);
+    }
+    if (kernels == nullptr || PyModule_AddObject(m, "KERNELS", kernels) < 0) return Py_XDECREF(kernels), nullptr;
     // the planner's operations and modes (plan.hpp), and the tile blocks and UNITS words it lowers to
     PyObject* ops = Py_BuildValue("{sisisisi}", "batch_to_space", dm::planner::BATCH_TO_SPACE, "space_to_batch",
                                   dm::planner::SPACE_TO_BATCH, "space_to_depth", dm::planner::SPACE_TO_DEPTH,

@@ -33,7 +33,7 @@ void run_piece(const Job& job, int64_t p, int64_t count) {
             const Step& st = job.steps[s];
             const int64_t lo = share(st.rows, p, count), n = share(st.rows, p + 1, count) - lo;
             const int64_t r0 = lo + share(n, k, bands), r1 = lo + share(n, k + 1, bands);
-            if (r0 < r1) pick(st, job.stream && st.nt)(st, job.src, job.dst, r0, r1);
+            if (r0 < r1) st.fn(st, job.src, job.dst, r0, r1);
         }
 }
 

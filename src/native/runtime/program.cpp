@@ -364,19 +364,56 @@ void run_units(const Step& st, char* src, char* dst, int64_t r0, int64_t r1) {
     }
 }
 
+// A step's kernels (Kernel, common.hpp), plain or streamed (`nt`): the first of run_rows' kernels, in the
+// order below, that the step's layout lets take its runs, and the one its runs go to where that cannot.
+// Each kernel's own tests of a run (its length, its output's alignment) stay with it.
+void kernels_of(const Step& st, bool nt, uint8_t* kernel, uint8_t* then) {
+    *then = K_TILES;
+    const int P = st.pattern;
+    const bool gathers = P == GATHER || runs_of_windows(st);  // (what gather() takes a run of)
+    if (P == UNITS) {
+        *kernel = K_UNITS;
+    } else if (nt && gathers && side_joined(st)) {
+        *kernel = K_SIDE_LINES;  // (whole runs of the side loops; a thread's part of one as below)
+        if (P == GATHER && chained_rows(st)) *then = K_CHAINED_LINES;
+    } else if (!nt && runs_plainly(st)) {
+        *kernel = K_ROWS_SIMD;
+    } else if (P == STRIDED && strided_fits(st)) {
+        *kernel = K_STRIDED_LINES;
+    } else if (!nt && transposes_runs(st)) {
+        *kernel = K_TRANSPOSED_RUNS;
+    } else if (nt && P == GATHER && chained_rows(st)) {
+        *kernel = K_CHAINED_LINES;
+    } else if (nt && gathers && rows_go_on(st)) {
+        *kernel = K_JOINED_LINES;
+    } else if (P == CONTIGUOUS) {
+        *kernel = K_CONTIGUOUS_RUNS;
+    } else {
+        *kernel = K_TILES;
+    }
+    if (P != SCATTER || *kernel != K_TILES) return;
+    // scatter_run's steps: pixels of 4-byte words (small_scatter), or narrow words stored plainly
+    const bool runs = DM_HAVE_STREAM && st.l0.s == 1 && st.l0.d == st.block &&
+                      (st.block == 3 ? st.word <= 2 && st.l0.n <= 8 && !nt : st.word <= 2 ? !nt : st.word == 4 && small_scatter(st));
+#if DM_HAVE_AVX512
+    // SCATTER tiles of narrow words, at most 32 bytes a tile, going on in dst: permute_rows (run_rows' I)
+    if (st.word <= 2 && !nt && st.l0.s == 1 && st.l0.d == st.block && st.nouter >= 1 &&
+        st.outer[st.nouter - 1].d == st.l0.n * st.block && st.l0.n * st.block * st.word <= 32 && kAvx512Bytes) {
+        *kernel = K_PERMUTE_ROWS;
+        *then = runs ? K_SCATTER_RUNS : K_TILES;
+        return;
+    }
+#endif
+    if (runs) *kernel = K_SCATTER_RUNS;
+}
+
+// The run_rows instance of a step's word, pattern and block, plain or streamed, and its kernel's (the
+// permutes': instances of their own).
 RowsFn pick(const Step& st, bool stream) {
     if (st.pattern == UNITS)
         return st.word == 4 ? (stream ? run_units<uint32_t, true> : run_units<uint32_t, false>)
                             : (stream ? run_units<uint64_t, true> : run_units<uint64_t, false>);
-    // SCATTER tiles of narrow words, at most 32 bytes a tile, going on in dst: interleave_rows' (run_rows' I)
-    bool interleaved = false;
-#if DM_HAVE_AVX512
-    interleaved = st.pattern == SCATTER && st.word <= 2 && !stream && st.l0.s == 1 && st.l0.d == st.block && st.nouter >= 1 &&
-                  st.outer[st.nouter - 1].d == st.l0.n * st.block && st.l0.n * st.block * st.word <= 32 && kAvx512Bytes;
-    // GATHER tiles of narrow words that make units of output with the side rows around them (gather_unit_rows)
-    Units units;
-    interleaved = interleaved || (!stream && units_of(st, &units));
-#endif
+    const bool interleaved = st.kernel == K_PERMUTE_ROWS || st.kernel == K_UNIT_ROWS;
     switch (st.word) {
         case 1: return rows_for<uint8_t>(st.pattern, st.block, stream, interleaved);
         case 2: return rows_for<uint16_t>(st.pattern, st.block, stream, interleaved);
@@ -389,6 +426,41 @@ RowsFn pick(const Step& st, bool stream) {
     }
 }
 
+void choose(Step* steps, int nsteps, bool stream, const char* dst) {
+    for (int s = 0; s < nsteps; ++s) {
+        Step& st = steps[s];
+        const bool nt = stream && st.nt;
+        st.rows_table = nullptr;
+        if (st.pattern != UNITS && (!st.rows || !st.l1.n || !st.l0.n)) {  // it moves nothing: no kernel to choose
+            st.kernel = st.then = K_TILES;  // (and a loop of none would divide by zero in table_of, as in streams)
+            st.fn = pick(st, nt);
+            continue;
+        }
+        kernels_of(st, nt, &st.kernel, &st.then);
+#if DM_HAVE_AVX512
+        // GATHER tiles of narrow words that make units of output with the side rows around them
+        Units units;
+        if (st.kernel == K_TILES && !nt && units_of(st, &units)) st.kernel = K_UNIT_ROWS;
+#endif
+        st.fn = pick(st, nt);
+        const int P = st.pattern;
+        // (streamed, table_lines stores on 4 bytes)
+        if ((P == STRIDED || P == GATHER || P == SCATTER || P == CONTIGUOUS) && (!nt || reinterpret_cast<uintptr_t>(dst) % 4 == 0)) {
+            Table* t = thread_table(true);
+            if (t && table_of(st, t, nt)) st.rows_table = compact_table(t);  // (null: no memory, no table)
+        }
+    }
+}
+
+int table_mode(const Step& st) { return st.rows_table ? st.rows_table->outer : -1; }
+
+void free_chosen(Step* steps, int nsteps) {
+    for (int s = 0; s < nsteps; ++s) {
+        Table* t = const_cast<Table*>(steps[s].rows_table);
+        if (t != nullptr) free_compact_table(t);
+        steps[s].rows_table = nullptr;
+    }
+}
 
 // ------------------------------------------------------------------ parse, and the bounds of a step
 
@@ -555,8 +627,10 @@ bool parse(const int64_t* p, int64_t n, Step* steps, int nsteps, int64_t* total,
         st.row_cost = std::max<int64_t>(1, st.row_cost);
         st.first = st.last = 0;
         st.nt = false;
-        st.no_table = false;
         st.table = nullptr;
+        st.rows_table = nullptr;
+        st.kernel = st.then = K_TILES;
+        st.fn = nullptr;
         st.given = nullptr;
         st.reads_on = false;
         st.scratch = nullptr;

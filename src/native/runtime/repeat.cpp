@@ -187,6 +187,7 @@ struct Prepared {
     Prepared(const Prepared&) = delete;
     Prepared& operator=(const Prepared&) = delete;
     ~Prepared() {
+        free_chosen(steps.data(), (int)steps.size());
         if (given) free_given_tables(steps.data(), (int)steps.size());
         if (merged != nullptr) free_compact_table(merged);
     }
@@ -223,6 +224,7 @@ std::shared_ptr<const Prepared> prepare(const std::vector<int64_t>& code, const 
     }
     steps.resize((size_t)nsteps);
     prepared->stream = run_mode != 0 && DM_HAVE_STREAM && streams(steps.data(), nsteps, dst.low, run_mode == 1);
+    choose(steps.data(), nsteps, prepared->stream, dst.low);  // (its tables kept with it: no fill at a repeat)
     prepared->total = total;
     prepared->steps = std::move(steps);
     prepared->given = true;
