@@ -113,3 +113,29 @@ def test_a_malformed_program_is_refused():
         native.kernels(b"", 0)
     with pytest.raises(TypeError):
         native.kernels("not bytes", 0)
+
+
+def test_programs_run_at_once_from_several_threads_keep_their_own_tables():
+    """A program run once has its steps' tables filled by the calling thread, in that thread's own slots
+    (shared with the pool's workers for the job): four threads running tabled programs at once, each into
+    its own arrays, each checked against the NumPy engine."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(4747)
+    cases = []
+    while len(cases) < 40:
+        plan, data, out, stream, _ = random_case(rng, max_items=1 << 12)
+        program = python_program(plan, data, out, stream)
+        if any(table is not None for *_, table in native.kernels(program, native.lowest(out), stream)):
+            cases.append((plan, data, out, stream, program, numpy_engine.execute(plan, data, np.zeros_like(out))))
+
+    def run(k):
+        for _ in range(20):
+            for plan, data, out, stream, program, want in cases[k::4]:  # (each thread its own cases' outs)
+                out[...] = np.zeros((), out.dtype)
+                native.run(program, data, out, 2, stream)
+                assert np.ascontiguousarray(out).tobytes() == np.ascontiguousarray(want).tobytes(), plan
+        return True
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(run, range(4)))

@@ -78,10 +78,11 @@ void free_compact_table(Table* table);
 // short (then free_given_tables, and no run). free_given_tables frees them once the program has run.
 bool given_tables(Step* steps, int nsteps);
 void free_given_tables(Step* steps, int nsteps);
-// Each step's kernels (kernel, then), its run_rows instance (fn) and its table of units (rows_table, made
-// here: free_chosen frees them), once for the program, after parse and streams: `stream` whether the job
-// streams (streams()'s answer), `dst` its output's lowest address.
-void choose(Step* steps, int nsteps, bool stream, const char* dst);
+// Each step's kernels (kernel, then), its run_rows instance (fn) and its table of units (rows_table), once
+// for the program, after parse and streams: `stream` whether the job streams (streams()'s answer), `dst`
+// its output's lowest address. `keep`: the program is kept (repeat.cpp), its tables copied for it, which
+// free_chosen frees; else they are the calling thread's, good until its next program.
+void choose(Step* steps, int nsteps, bool stream, const char* dst, bool keep = false);
 void free_chosen(Step* steps, int nsteps);
 // The outer mode (Table) of a step's table of units, -1 where it has none.
 int table_mode(const Step& st);

@@ -937,19 +937,32 @@ inline void extend_table(Table* t, int64_t unit, int64_t step, int64_t L) {
     t->words = unit + L, t->unit = unit, t->units = 1, t->step = step, t->zeros = zeros, t->runs = false;
 }
 
-// A thread's table, on the heap (16 KiB: on the stack, with the tiles' frames, it overflowed the 32 KiB
-// that threading.stack_size allows); `probe` the one the checks before a job fill, the other run_rows'.
-// Null when memory is short (no table then).
-struct TableSlot {
-    OwnTable* t = nullptr;
-    ~TableSlot() { delete t; }
+// A thread's tables, on the heap (16 KiB: on the stack, with the tiles' frames, it overflowed the 32 KiB
+// that threading.stack_size allows): slot 0 the one the checks before a job fill (table_of without a
+// table), slot 1 + s step s's of a program the thread runs once (choose), kept for its next program. Null
+// when memory is short (no table then).
+struct TableSlots {
+    OwnTable** t = nullptr;
+    int n = 0;
+    ~TableSlots() {
+        for (int k = 0; k < n; ++k) delete t[k];
+        delete[] t;
+    }
 };
 
-inline Table* thread_table(bool probe) {
-    static thread_local TableSlot mine[2];
-    TableSlot& slot = mine[probe];
-    if (!slot.t) slot.t = new (std::nothrow) OwnTable;
-    return slot.t;
+inline Table* thread_table(int slot = 0) {
+    static thread_local TableSlots mine;
+    if (slot < 0 || slot > kMaxSteps) return nullptr;
+    if (slot >= mine.n) {  // (grown to the program's steps, a few as a rule)
+        const int n = std::max(slot + 1, 2 * mine.n);
+        OwnTable** t = new (std::nothrow) OwnTable*[n]();
+        if (t == nullptr) return nullptr;
+        std::copy(mine.t, mine.t + mine.n, t);
+        delete[] mine.t;
+        mine.t = t, mine.n = n;
+    }
+    if (!mine.t[slot]) mine.t[slot] = new (std::nothrow) OwnTable;
+    return mine.t[slot];
 }
 
 // Each word of a step's tiles under its loops from `from` on (those before it at their first index): its
@@ -1082,7 +1095,7 @@ inline bool table_of(const Step& st, Table* tab, bool streamed = true) {
     const int64_t W = st.word, n = st.l0.n, R = st.l1.n;
     const bool block = st.pattern == GATHER || st.pattern == SCATTER;
     if ((W != 4 && W != 8) || n < 1 || R < 1 || R > 4096) return false;
-    Table* t = tab ? tab : thread_table(true);
+    Table* t = tab ? tab : thread_table();
     if (!t) return false;
     // Units of loops around the tile (outer 4, up to kMergedWords): taken where the tiles come in runs under 1 KiB
     // (the loop around them short: small images) and the units' runs are 4 times the longest of the modes

@@ -380,7 +380,7 @@ def kernels(call: "Call", data: np.ndarray, out: np.ndarray) -> List[Tuple[str, 
     native = core()
     stream = streamed(out)
     chosen: List[Tuple[str, str, str, Optional[int]]] = native.kernels(program_of(call, data, out, stream=stream),
-                                                                      native.lowest(out), stream)
+                                                                      native.lowest(out), RUN_MODES[stream])
     return chosen
 
 

@@ -136,7 +136,6 @@ PyObject* run_program(const int64_t* p, Py_ssize_t n, const Py_buffer& src_view,
     threads = std::max(1, std::min(threads, kMaxThreads));
     Py_BEGIN_ALLOW_THREADS run_job(job, threads);
     Py_END_ALLOW_THREADS free_table(table);
-    free_chosen(steps, nsteps);
     free_given_tables(steps, nsteps);
     delete[] steps;
     Py_RETURN_NONE;
@@ -251,7 +250,6 @@ PyObject* py_kernels(PyObject*, PyObject* args) {
             if (item == nullptr) Py_CLEAR(result);
             else PyList_SET_ITEM(result, s, item);
         }
-        free_chosen(steps, nsteps);
     }
     free_table(table);
     if (ok) free_given_tables(steps, nsteps);

@@ -426,7 +426,7 @@ RowsFn pick(const Step& st, bool stream) {
     }
 }
 
-void choose(Step* steps, int nsteps, bool stream, const char* dst) {
+void choose(Step* steps, int nsteps, bool stream, const char* dst, bool keep) {
     for (int s = 0; s < nsteps; ++s) {
         Step& st = steps[s];
         const bool nt = stream && st.nt;
@@ -446,8 +446,9 @@ void choose(Step* steps, int nsteps, bool stream, const char* dst) {
         const int P = st.pattern;
         // (streamed, table_lines stores on 4 bytes)
         if ((P == STRIDED || P == GATHER || P == SCATTER || P == CONTIGUOUS) && (!nt || reinterpret_cast<uintptr_t>(dst) % 4 == 0)) {
-            Table* t = thread_table(true);
-            if (t && table_of(st, t, nt)) st.rows_table = compact_table(t);  // (null: no memory, no table)
+            // (kept: a copy at its own size, freed with the program; else the thread's own for the step)
+            Table* t = thread_table(keep ? 0 : 1 + s);
+            if (t && table_of(st, t, nt)) st.rows_table = keep ? compact_table(t) : t;  // (null: no memory, no table)
         }
     }
 }

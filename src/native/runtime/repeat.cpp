@@ -224,7 +224,7 @@ std::shared_ptr<const Prepared> prepare(const std::vector<int64_t>& code, const 
     }
     steps.resize((size_t)nsteps);
     prepared->stream = run_mode != 0 && DM_HAVE_STREAM && streams(steps.data(), nsteps, dst.low, run_mode == 1);
-    choose(steps.data(), nsteps, prepared->stream, dst.low);  // (its tables kept with it: no fill at a repeat)
+    choose(steps.data(), nsteps, prepared->stream, dst.low, true);  // (its tables kept with it: no fill at a repeat)
     prepared->total = total;
     prepared->steps = std::move(steps);
     prepared->given = true;
