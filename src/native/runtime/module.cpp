@@ -187,30 +187,51 @@ PyObject* py_copy(PyObject*, PyObject* args) {
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+// A program read to answer a question about it (streams, kernels), not run: parsed against no arrays'
+// bounds, its UNITS steps' tables made and its steps merged as run() makes them; freed with it.
+struct Examined {
+    Step* steps = nullptr;
+    int nsteps = 0;
+    Table* merged = nullptr;
+    bool parsed = false, tables = false;
+    explicit Examined(const Py_buffer& program) {
+        const int64_t* p = static_cast<const int64_t*>(program.buf);
+        const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
+        steps = (n >= 1 && p[0] >= 0 && p[0] <= kMaxSteps) ? new (std::nothrow) Step[p[0] ? p[0] : 1] : nullptr;
+        nsteps = steps != nullptr ? (int)p[0] : 0;
+        int64_t total = 0;
+        parsed = steps != nullptr && parse(p, n, steps, nsteps, &total, INT64_MAX, INT64_MAX);
+        tables = parsed && given_tables(steps, nsteps);
+        if (tables) merge_units(steps, &nsteps, &merged);
+    }
+    ~Examined() {
+        free_table(merged);
+        if (parsed) free_given_tables(steps, nsteps);
+        delete[] steps;
+    }
+    Examined(const Examined&) = delete;
+    Examined& operator=(const Examined&) = delete;
+    // Whether it can be asked about; else the error is set (`who`: the function, for the message).
+    bool usable(const char* who) const {
+        if (!parsed) PyErr_Format(PyExc_ValueError, "datamove._native.%s: a malformed program", who);
+        else if (!tables) PyErr_NoMemory();
+        return tables;
+    }
+};
+
 PyObject* py_streams(PyObject*, PyObject* args) {
     Py_buffer program;
     unsigned long long dst;
     int registers = 0;
     if (!PyArg_ParseTuple(args, "y*K|p", &program, &dst, &registers)) return nullptr;
-    const int64_t* p = static_cast<const int64_t*>(program.buf);
-    const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
-    Step* steps = (n >= 1 && p[0] >= 0 && p[0] <= kMaxSteps) ? new (std::nothrow) Step[p[0] ? p[0] : 1] : nullptr;
-    int64_t total = 0;
-    int nsteps = steps != nullptr ? (int)p[0] : 0;
-    const bool ok = steps != nullptr && parse(p, n, steps, nsteps, &total, INT64_MAX, INT64_MAX);  // (runs nothing)
-    Table* table = nullptr;
-    const bool tables = ok && given_tables(steps, nsteps);
-    if (tables) merge_units(steps, &nsteps, &table);
-    const bool result = tables && DM_HAVE_STREAM && streams(steps, nsteps, reinterpret_cast<char*>(dst), registers != 0);
-    free_table(table);
-    if (ok) free_given_tables(steps, nsteps);
-    delete[] steps;
-    PyBuffer_Release(&program);
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "datamove._native.streams: a malformed program");
-        return nullptr;
+    bool result = false, usable;
+    {
+        Examined ex(program);
+        usable = ex.usable("streams");
+        result = usable && DM_HAVE_STREAM && streams(ex.steps, ex.nsteps, reinterpret_cast<char*>(dst), registers != 0);
     }
-    return PyBool_FromLong(result);
+    PyBuffer_Release(&program);
+    return usable ? PyBool_FromLong(result) : nullptr;
 }
 
 // The patterns' names, as PATTERNS maps them to their ids.
@@ -226,40 +247,26 @@ PyObject* py_kernels(PyObject*, PyObject* args) {
     unsigned long long dst;
     int stream = 0;
     if (!PyArg_ParseTuple(args, "y*K|i", &program, &dst, &stream)) return nullptr;
-    const int64_t* p = static_cast<const int64_t*>(program.buf);
-    const Py_ssize_t n = program.len / (Py_ssize_t)sizeof(int64_t);
-    Step* steps = (n >= 1 && p[0] >= 0 && p[0] <= kMaxSteps) ? new (std::nothrow) Step[p[0] ? p[0] : 1] : nullptr;
-    int64_t total = 0;
-    int nsteps = steps != nullptr ? (int)p[0] : 0;
-    const bool ok = steps != nullptr && parse(p, n, steps, nsteps, &total, INT64_MAX, INT64_MAX);  // (runs nothing)
-    Table* table = nullptr;
-    const bool tables = ok && given_tables(steps, nsteps);
     PyObject* result = nullptr;
-    if (tables) {
-        merge_units(steps, &nsteps, &table);
-        char* const to = reinterpret_cast<char*>(dst);
-        choose(steps, nsteps, stream != 0 && DM_HAVE_STREAM && streams(steps, nsteps, to, stream == 1), to);
-        result = PyList_New(nsteps);
-        for (int s = 0; s < nsteps && result != nullptr; ++s) {
-            const Step& st = steps[s];
-            const int mode = table_mode(st);
-            PyObject* outer = mode >= 0 ? PyLong_FromLong(mode) : (Py_INCREF(Py_None), Py_None);
-            PyObject* item = outer ? Py_BuildValue("(sssN)", kPatternNames[st.pattern], kKernelNames[st.kernel],
-                                                   kKernelNames[st.then], outer)
-                                   : nullptr;
-            if (item == nullptr) Py_CLEAR(result);
-            else PyList_SET_ITEM(result, s, item);
+    {
+        Examined ex(program);
+        if (ex.usable("kernels")) {
+            char* const to = reinterpret_cast<char*>(dst);
+            choose(ex.steps, ex.nsteps, stream != 0 && DM_HAVE_STREAM && streams(ex.steps, ex.nsteps, to, stream == 1), to);
+            result = PyList_New(ex.nsteps);
+            for (int s = 0; s < ex.nsteps && result != nullptr; ++s) {
+                const Step& st = ex.steps[s];
+                const int mode = table_mode(st);
+                PyObject* outer = mode >= 0 ? PyLong_FromLong(mode) : (Py_INCREF(Py_None), Py_None);
+                PyObject* item = outer ? Py_BuildValue("(sssN)", kPatternNames[st.pattern], kKernelNames[st.kernel],
+                                                       kKernelNames[st.then], outer)
+                                       : nullptr;
+                if (item == nullptr) Py_CLEAR(result);
+                else PyList_SET_ITEM(result, s, item);
+            }
         }
     }
-    free_table(table);
-    if (ok) free_given_tables(steps, nsteps);
-    delete[] steps;
     PyBuffer_Release(&program);
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "datamove._native.kernels: a malformed program");
-        return nullptr;
-    }
-    if (!tables) return PyErr_NoMemory();
     return result;
 }
 
