@@ -552,6 +552,46 @@ inline void transposed_run(const T* src, T* dst, int64_t a, int64_t b, int64_t r
     }
 }
 
+#if DM_HAVE_STREAM
+// A tile of 4-byte words that transposes: out[p * out_row + q] = in[q * in_row + p] for p < np (the input's
+// contiguous axis) and q < nq (the output's), rows in words. 4 x 4 blocks taken apart in registers (four
+// 16-byte loads, four 16-byte stores), the side whose rows lie farther apart (a plane each: channels-first
+// data) walked four rows at a time along them, so that its lines go on and are not all in one set of
+// the L1 cache; the words past the last whole block one at a time.
+DM_NOINLINE inline void transpose_words4(const char* in, int64_t in_row, char* out, int64_t out_row, int64_t np, int64_t nq) {
+    const int64_t P = np & ~int64_t(3), Q = nq & ~int64_t(3), ir = in_row * 4, orow = out_row * 4;
+    const auto block = [&](int64_t p, int64_t q) {
+        const char* i = in + q * ir + p * 4;
+        __m128 r0 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(i)));
+        __m128 r1 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(i + ir)));
+        __m128 r2 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(i + 2 * ir)));
+        __m128 r3 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(i + 3 * ir)));
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        char* o = out + p * orow + q * 4;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_castps_si128(r0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + orow), _mm_castps_si128(r1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 2 * orow), _mm_castps_si128(r2));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 3 * orow), _mm_castps_si128(r3));
+    };
+    if (std::abs(in_row) >= std::abs(out_row)) {
+        for (int64_t q = 0; q < Q; q += 4)
+            for (int64_t p = 0; p < P; p += 4) block(p, q);
+    } else {
+        for (int64_t p = 0; p < P; p += 4)
+            for (int64_t q = 0; q < Q; q += 4) block(p, q);
+    }
+    for (int64_t q = 0; q < nq; ++q)
+        for (int64_t p = q < Q ? P : 0; p < np; ++p) std::memcpy(out + p * orow + q * 4, in + q * ir + p * 4, 4);
+}
+#endif
+
+// Whether a strided tile transposes 4-byte words in blocks of 4 (transpose_words4): one loop reads its
+// input's rows, the other writes its output's.
+inline bool transposes_words4(const Step& st) {
+    return DM_HAVE_STREAM && st.pattern == STRIDED && st.word == 4 && st.l1.n >= 4 && st.l0.n >= 4 &&
+           ((st.l1.s == 1 && st.l0.d == 1) || (st.l0.s == 1 && st.l1.d == 1));
+}
+
 template <typename T, int P, int B, bool NT>
 inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     const Loop l1 = st.l1, l0 = st.l0;
@@ -579,6 +619,17 @@ inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
         gather_window<T, B, NT>(src, dst, a, b, st);
     } else if (P == SCATTER_WINDOW) {
         scatter_window<T, B, NT>(src, dst, a, b, st);
+#if DM_HAVE_STREAM
+    } else if (sizeof(T) == 4 && l1.n >= 4 && l0.n >= 4 && ((l1.s == 1 && l0.d == 1) || (l0.s == 1 && l1.d == 1))) {
+        // (transposes_words4's steps)
+        const char* in = reinterpret_cast<const char*>(src + a);
+        char* out = reinterpret_cast<char*>(dst + b);
+        if (l1.s == 1) {  // positions down the rows in, along them out (channels-first data into channels-last)
+            transpose_words4(in, l0.s, out, l1.d, l1.n, l0.n);
+        } else {
+            transpose_words4(in, l1.s, out, l0.d, l0.n, l1.n);
+        }
+#endif
     } else if (l1.d == 1 && l0.d != 1 && l1.n >= 4) {
         // A transpose (the output's contiguous loop is the row loop: channels-last data into a C-order
         // result): each output row's words in turn, so that the stores go on from each other and the loads

@@ -48,6 +48,7 @@
 //                          scatter_direct (streamed, 4|8 B, B 2|4), else L1 buffer      sse2+
 //                          scatter_window_part -> scatter_rows                          portable+
 //   STRIDED            strided_run -> strided_lines (whole lines)                       avx512f
+//                      transpose_words4 (tile; 4-byte words, 4 x 4 blocks in registers) sse2+
 //                      transposed_run (plain; output rows going on through a run)      portable+
 //                      the loops in tile (run_rows.hpp; transposes row by row of output) portable+
 

@@ -380,7 +380,7 @@ void kernels_of(const Step& st, bool nt, uint8_t* kernel, uint8_t* then) {
         *kernel = K_ROWS_SIMD;
     } else if (P == STRIDED && strided_fits(st)) {
         *kernel = K_STRIDED_LINES;
-    } else if (!nt && transposes_runs(st)) {
+    } else if (!nt && transposes_runs(st) && !transposes_words4(st)) {  // (those: tile by tile, in registers)
         *kernel = K_TRANSPOSED_RUNS;
     } else if (nt && P == GATHER && chained_rows(st)) {
         *kernel = K_CHAINED_LINES;
@@ -444,8 +444,10 @@ void choose(Step* steps, int nsteps, bool stream, const char* dst, bool keep) {
 #endif
         st.fn = pick(st, nt);
         const int P = st.pattern;
-        // (streamed, table_lines stores on 4 bytes)
-        if ((P == STRIDED || P == GATHER || P == SCATTER || P == CONTIGUOUS) && (!nt || reinterpret_cast<uintptr_t>(dst) % 4 == 0)) {
+        // (streamed, table_lines stores on 4 bytes; below avx512f, where a table goes word by word, tiles that
+        // transpose 4-byte words go by blocks in registers)
+        if ((P == STRIDED || P == GATHER || P == SCATTER || P == CONTIGUOUS) && (!nt || reinterpret_cast<uintptr_t>(dst) % 4 == 0) &&
+            !(kIsa < IsaAvx512f && transposes_words4(st))) {
             // (kept: a copy at its own size, freed with the program; else the thread's own for the step)
             Table* t = thread_table(keep ? 0 : 1 + s);
             if (t && table_of(st, t, nt)) st.rows_table = keep ? compact_table(t) : t;  // (null: no memory, no table)
