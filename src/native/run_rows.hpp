@@ -624,8 +624,7 @@ inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
     } else if (P == SCATTER_WINDOW) {
         scatter_window<T, B, NT>(src, dst, a, b, st);
 #if DM_HAVE_STREAM
-    } else if (sizeof(T) == 4 && l1.n >= 4 && l0.n >= 4 && ((l1.s == 1 && l0.d == 1) || (l0.s == 1 && l1.d == 1))) {
-        // (transposes_words4's steps)
+    } else if (sizeof(T) == 4 && transposes_words4(st)) {
         const char* in = reinterpret_cast<const char*>(src + a);
         char* out = reinterpret_cast<char*>(dst + b);
         if (l1.s == 1) {  // positions down the rows in, along them out (channels-first data into channels-last)
@@ -640,7 +639,8 @@ inline void tile(const T* src, T* dst, int64_t a, int64_t b, const Step& st) {
         // stride. The other way round, a row's stores lay l0.d apart; at 4 KiB (1024 float32 channels'
         // planes) all in one set of the L1 cache. SpaceToDepth depth_first of a channels-last [4,16,32,32]
         // float32 into a C-order result, 256 KiB: 298 us -> 73 us (the NumPy idiom 71 us); [8,16,64,64]
-        // blocks_first, 2 MiB, 2406 us -> 242 us (idiom 561 us); 2-core AMD EPYC, in turns, medians.
+        // blocks_first, 2 MiB, 2406 us -> 242 us (idiom 561 us); 2-core AMD EPYC, in turns, medians. (Tiles of
+        // 4-byte words 4 or more each way now go to transpose_words4 above: that case 89-106 us.)
         for (int64_t i = 0; i < l0.n; ++i) {
             const T* in = src + a + i * l0.s;
             T* o = dst + b + i * l0.d;
