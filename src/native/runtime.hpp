@@ -87,8 +87,6 @@ void choose(Step* steps, int nsteps, bool stream, const char* dst, bool keep = f
 void free_chosen(Step* steps, int nsteps);
 // The outer mode (Table) of a step's table of units, -1 where it has none.
 int table_mode(const Step& st);
-// The kernels of a step, plain or streamed (`nt`), as choose sets them.
-void kernels_of(const Step& st, bool nt, uint8_t* kernel, uint8_t* then);
 
 struct Job {
     uint64_t generation;  // set by run_job: which job of the pool this is

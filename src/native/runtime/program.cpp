@@ -367,7 +367,7 @@ void run_units(const Step& st, char* src, char* dst, int64_t r0, int64_t r1) {
 // A step's kernels (Kernel, common.hpp), plain or streamed (`nt`): the first of run_rows' kernels, in the
 // order below, that the step's layout lets take its runs, and the one its runs go to where that cannot.
 // Each kernel's own tests of a run (its length, its output's alignment) stay with it.
-void kernels_of(const Step& st, bool nt, uint8_t* kernel, uint8_t* then) {
+inline void kernels_of(const Step& st, bool nt, uint8_t* kernel, uint8_t* then) {
     *then = K_TILES;
     const int P = st.pattern;
     const bool gathers = P == GATHER || runs_of_windows(st);  // (what gather() takes a run of)
@@ -390,6 +390,11 @@ void kernels_of(const Step& st, bool nt, uint8_t* kernel, uint8_t* then) {
         *kernel = K_CONTIGUOUS_RUNS;
     } else {
         *kernel = K_TILES;
+#if DM_HAVE_AVX512
+        // GATHER tiles of narrow words that make units of output with the side rows around them
+        Units units;
+        if (!nt && units_of(st, &units)) *kernel = K_UNIT_ROWS;
+#endif
     }
     if (P != SCATTER || *kernel != K_TILES) return;
     // scatter_run's steps: pixels of 4-byte words (small_scatter), or narrow words stored plainly
@@ -437,11 +442,6 @@ void choose(Step* steps, int nsteps, bool stream, const char* dst, bool keep) {
             continue;
         }
         kernels_of(st, nt, &st.kernel, &st.then);
-#if DM_HAVE_AVX512
-        // GATHER tiles of narrow words that make units of output with the side rows around them
-        Units units;
-        if (st.kernel == K_TILES && !nt && units_of(st, &units)) st.kernel = K_UNIT_ROWS;
-#endif
         st.fn = pick(st, nt);
         const int P = st.pattern;
         // (streamed, table_lines stores on 4 bytes; below avx512f, where a table goes word by word, tiles that
