@@ -144,13 +144,17 @@ class TorchRecipe(ForeignRecipe):
     ``recipe(data, out)`` skips validation and planning. The route table
     decides, once, what the recipe keeps (:mod:`datamove.route`): tensors for
     the GPU engine go straight to it (:class:`~datamove.engines.triton_engine.Planned`);
-    small contiguous tensors of PyTorch's common dtypes without ``out=``
-    (:func:`datamove.route.own_ops`) run PyTorch's own ops straight away:
-    ``pixel_shuffle``/``pixel_unshuffle`` where they are the op; where the
-    output is one strided view of the input, that view copied by ``clone``
-    (a gradient-recording call takes the specs' reshape/permute formula
-    instead); else the formula. So a small call costs about what PyTorch's op
-    costs; every other call takes the dispatcher, :func:`datamove.arrays.run`.
+    CPU tensors of the contiguous format and NumPy's dtypes, without ``out=``,
+    go to the compiled core from their third call, from the tensor's address
+    (:func:`_torch_core`); small tensors of PyTorch's common dtypes
+    (:func:`datamove.route.own_ops`) take PyTorch's own ops until then (and
+    where the core does not load, and on CUDA): ``pixel_shuffle``/``pixel_unshuffle``
+    where they are the op; where the output is one strided view of the input,
+    that view copied by ``clone`` (a gradient-recording call takes the specs'
+    reshape/permute formula instead); else the formula. Every other call takes
+    the dispatcher, :func:`datamove.arrays.run`. ``fast`` is the path a call
+    without ``out=`` takes (None: the dispatcher's), which :mod:`datamove.ops`
+    calls straight away for SpaceToDepth and DepthToSpace.
     """
 
     def __init__(self, call: Call, data: Any, engine: str) -> None:
@@ -162,20 +166,27 @@ class TorchRecipe(ForeignRecipe):
         self.gpu: Optional[Callable[[Any, Any], Any]] = None
         self.shape = call.out_shape
         facts = arrays.facts(data, engine)
-        if route.route(facts).engine == "triton":
+        path = route.route(facts).engine
+        torch = sys.modules["torch"]
+        if path == "triton":
             from .engines import triton_engine
 
             # the GPU engine, straight away (out= checked here, or by run() when anything is off)
             self.gpu = triton_engine.Planned(call.op, call.params, data, call.out_shape)
-        elif (route.own_ops(facts) and data.device.type in ("cpu", "cuda") and _small_result(call, data.element_size())
-              and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN
-              and torch_layout.memory_format(data) == sys.modules["torch"].contiguous_format):  # else: keep channels-last
+            return
+        contiguous = torch_layout.memory_format(data) == torch.contiguous_format  # (else: keep channels-last)
+        if (route.own_ops(facts) and data.device.type in ("cpu", "cuda") and _small_result(call, data.element_size())
+                and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN and contiguous):
             self.fast = _torch_formula(call, data)
-            if (data.device.type == "cpu" and facts.view and facts.core and type(data) is sys.modules["torch"].Tensor
-                    and not _pixel_shuffle(call, data) and not data.is_conj() and not data.is_neg()
-                    and data.numel() * data.element_size() >= route.TORCH_REPEAT_NATIVE_MIN_BYTES
-                    and str(data.dtype).rpartition(".")[2] in libraries.NUMPY_DTYPES_OF_TORCH):
-                self.fast = _torch_core(call, data, self.fast, engine)
+        if (contiguous and data.device.type == "cpu" and facts.view and facts.core and type(data) is torch.Tensor
+                and (self.fast is not None or path == "native") and not data.is_conj() and not data.is_neg()
+                and data.numel() * data.element_size() >= route.TORCH_REPEAT_NATIVE_MIN_BYTES
+                and str(data.dtype).rpartition(".")[2] in libraries.NUMPY_DTYPES_OF_TORCH):
+            # the core from the second call (PyTorch's own op, or the dispatcher, the first)
+            self.fast = _torch_core(call, data, self.fast or self._dispatched, engine)
+
+    def _dispatched(self, data: Any) -> Any:
+        return ForeignRecipe.__call__(self, data, None)
 
     def __call__(self, data: Any, out: Any) -> Any:
         if self.gpu is not None and (out is None or (
@@ -256,21 +267,24 @@ def _pixel_shuffle(call: Call, data: Any) -> bool:
 
 
 def _torch_core(call: Call, data: Any, first: Callable[[Any], Any], engine: str) -> Callable[[Any], Any]:
-    """A small CPU tensor's repeated call whose op is no PyTorch op: the compiled core on the tensor's NumPy
-    view, its result made a tensor, from the second call (the first, and any call autograd records, takes
-    ``first``, which needs no lowering). Its program is kept as the NumPy call's (:func:`_repeats`), so from
-    the third call the core runs it alone (``_native.repeated``, as :mod:`datamove.ops` asks it).
-    SpaceToDepth blocks_first of a [1, 4, 16, 16] float32 tensor: 35 us by ``as_strided(...).clone()``, 10 us
-    through the Python side's program alone (``Planned.fresh``), about 6 us this way, on the 2-core AMD EPYC
-    (``x.numpy()`` 2.2 us and ``torch.from_numpy`` 2.7 us of it)."""
+    """A CPU tensor's repeated call on the compiled core, its result a tensor over a new NumPy array. The
+    first call, and any call autograd records, takes ``first`` (PyTorch's own op or the dispatcher: no
+    lowering); the second runs on the tensor's NumPy view, its program kept as the NumPy call's
+    (:func:`_repeats`), and takes the core's handle of it; from the third the core runs it from the tensor's
+    address alone (``_native.at``: no NumPy view, whose making cost 2 us). SpaceToDepth depth_first of a
+    [1, 4, 16, 16] float32 tensor through :mod:`datamove.ops`: 13.6 us through ``pixel_unshuffle`` (6.1 us
+    alone), 8.8 us this way, on the 2-core AMD EPYC (``torch.from_numpy`` 1.7 us and the tensor's key 1.6
+    us of it); [4, 16, 32, 32] 134 -> 31 us, as the dispatcher's Python steps go."""
     torch = sys.modules["torch"]
     keep = _repeats(call, engine, np.empty)
     planned = native_engine.Planned(call, keep)
     repeated = native_engine.repeated_calls()
+    make_handle, at = native_engine.handles()
     op, a, b, c = keep[:4]
     shape, dtype = call.out_shape, data.detach().numpy().dtype
     from_numpy, recording, empty = torch.from_numpy, torch.is_grad_enabled, np.empty
     seen = [False]
+    handle: List[Any] = [None]  # the core's handle of the kept call, from the second call's end
 
     def run(x: Any) -> Any:
         if x.requires_grad:
@@ -280,9 +294,17 @@ def _torch_core(call: Call, data: Any, first: Callable[[Any], Any], engine: str)
         if not seen[0]:
             seen[0] = True
             return first(x)
+        if handle[0] is not None:  # the input by its address: no NumPy view made
+            done = at(handle[0], x.data_ptr())
+            if done is not None:
+                return from_numpy(done)
         view = x.numpy()
         done = None if repeated is None else repeated(op, view, a, b, c, None, engine)
-        return from_numpy(planned.fresh(view, empty(shape, dtype)) if done is None else done)
+        if done is None:
+            done = planned.fresh(view, empty(shape, dtype))
+        if handle[0] is None and make_handle is not None:
+            handle[0] = make_handle(op, view, a, b, c, engine)  # (None where the core keeps no program for it)
+        return from_numpy(done)
 
     return run
 

@@ -122,6 +122,17 @@ def repeated_calls() -> Optional[Callable[..., Any]]:
         return None
 
 
+def handles() -> Tuple[Optional[Callable[..., Any]], Optional[Callable[..., Any]]]:
+    """The core's ``handle(op, data, a, b, c, engine)`` and ``at(handle, address)``: a call that
+    :func:`repeated_calls` would run, for inputs given by address (a PyTorch CPU tensor's ``data_ptr()``, of
+    the layout of the ndarray ``data`` the handle was made from) into a new ndarray. ``(None, None)`` where
+    the core does not load."""
+    try:
+        return core().handle, core().at
+    except (ImportError, AttributeError):
+        return None, None
+
+
 def forget_repeats() -> None:
     """The calls the core keeps for ``repeated`` forgotten (with the recipes they came from)."""
     if _native is not None and hasattr(_native, "forget"):

@@ -335,6 +335,13 @@ PyMethodDef methods[] = {
      "program kept for repeated(). allocate makes the result (None: as np.empty makes it). None, nothing made, "
      "where the planner takes none or native_engine.CORE_PLANS is off; False, nothing made, where the call is "
      "kept already (its repeat was not repeated()'s: its recipe's turn)."},
+    {"handle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_handle)), METH_FASTCALL,
+     "handle(op, data, a, b, c, engine): the handle of a call remembered for data's layout (an exact ndarray; "
+     "the arguments as repeated() takes them), for at(); None where none is remembered."},
+    {"at", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_at)), METH_FASTCALL,
+     "at(handle, address): the handle's call run from the input of its layout whose first item is at address "
+     "(a PyTorch CPU tensor's data_ptr(), which the caller vouches for) into a new result, an ndarray; None, "
+     "nothing made, where no program is kept or planned for it."},
     {"remember", py_remember, METH_VARARGS,
      "remember(op, a, b, c, engine, data, out, program, stream, allocate): keep the program that has just run "
      "this validated call of a kept recipe, for repeated(); allocate makes its new results."},

@@ -381,27 +381,11 @@ PyObject* allocate(const Entry& entry) {
     return PyObject_Vectorcall(entry.allocate, shape_dtype, 2, nullptr);
 }
 
-// repeated(op, data, a, b, c, out, engine) -> the result, or None (a miss): see the top of this file.
-PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "datamove._native.repeated takes 7 arguments");
-        return nullptr;
-    }
-    PyObject *data = args[1], *out = args[5];
-    if (table == nullptr || table->empty() || !settings.fields_read || (PyObject*)Py_TYPE(data) != settings.ndarray ||
-        (out != Py_None && (PyObject*)Py_TYPE(out) != settings.ndarray) || !loaded(self))
-        Py_RETURN_NONE;
-    Key key;
-    Held held;
-    dm::planner::Call call;
-    view_from_fields(data, &held.src);
-    PyObject* dtype = fields(data)->descr;  // (borrowed: data holds it)
-    if (!push_call(args[0], args[2], args[3], args[4], args[6], &key, &call) || !push_layout(held.src, dtype, &key))
-        Py_RETURN_NONE;
-    auto found = table->find(key);
-    if (found == table->end()) Py_RETURN_NONE;
-    const std::shared_ptr<Entry> held_entry = found->second;
-    Entry& entry = *held_entry;
+// A kept entry's call from held.src (its view set: data's, or a handle's layout at an address) into `out` (an
+// exact ndarray, or None: a new result, allocate()'d): the result, None for a miss (nothing written, no error
+// set), or null with the error set (np.empty's MemoryError, a run that failed).
+PyObject* repeat_into(const std::shared_ptr<Entry>& held_entry, Held& held, PyObject* out) {
+    Entry& entry = *held_entry;  // (held by the caller: the table may be emptied while this runs)
     set_itemsize(&held.src, entry.itemsize);
     int stream, run_mode;
     const int threads = threads_now();
@@ -453,6 +437,98 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     }
     Py_BEGIN_ALLOW_THREADS run_job(job, threads);
     Py_END_ALLOW_THREADS return result;
+}
+
+// repeated(op, data, a, b, c, out, engine) -> the result, or None (a miss): see the top of this file.
+PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "datamove._native.repeated takes 7 arguments");
+        return nullptr;
+    }
+    PyObject *data = args[1], *out = args[5];
+    if (table == nullptr || table->empty() || !settings.fields_read || (PyObject*)Py_TYPE(data) != settings.ndarray ||
+        (out != Py_None && (PyObject*)Py_TYPE(out) != settings.ndarray) || !loaded(self))
+        Py_RETURN_NONE;
+    Key key;
+    Held held;
+    dm::planner::Call call;
+    view_from_fields(data, &held.src);
+    PyObject* dtype = fields(data)->descr;  // (borrowed: data holds it)
+    if (!push_call(args[0], args[2], args[3], args[4], args[6], &key, &call) || !push_layout(held.src, dtype, &key))
+        Py_RETURN_NONE;
+    auto found = table->find(key);
+    if (found == table->end()) Py_RETURN_NONE;
+    const std::shared_ptr<Entry> entry = found->second;
+    return repeat_into(entry, held, out);
+}
+
+// ---- handles: a kept call of arrays that are no ndarrays (PyTorch CPU tensors, by address) ----
+// A handle holds a remembered call's entry and the input layout it was remembered for; at(handle, address)
+// runs it from the input at that address into a new result, as repeated() would from an ndarray of that
+// layout. datamove.recipes makes one for a small CPU tensor's repeats: a tensor's data_ptr() is 0.2 us,
+// its NumPy view (x.numpy()) 2 us of a 4 KiB call.
+constexpr const char* kHandleName = "datamove._native.handle";
+
+struct Handle {
+    std::shared_ptr<Entry> entry;
+    std::vector<Py_ssize_t> shape, strides;  // the input's, strides in bytes
+};
+
+void free_handle(PyObject* capsule) {
+    delete static_cast<Handle*>(PyCapsule_GetPointer(capsule, kHandleName));
+}
+
+// handle(op, data, a, b, c, engine) -> the handle of a call remembered for data's layout (an exact ndarray's,
+// its arguments as repeated() takes them), or None where none is.
+PyObject* py_handle(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "datamove._native.handle takes 6 arguments");
+        return nullptr;
+    }
+    PyObject* data = args[1];
+    if (table == nullptr || !settings.fields_read || (PyObject*)Py_TYPE(data) != settings.ndarray || !loaded(self))
+        Py_RETURN_NONE;
+    Key key;
+    Held held;
+    dm::planner::Call call;
+    view_from_fields(data, &held.src);
+    if (!push_call(args[0], args[2], args[3], args[4], args[5], &key, &call) ||
+        !push_layout(held.src, fields(data)->descr, &key))
+        Py_RETURN_NONE;
+    auto found = table->find(key);
+    if (found == table->end()) Py_RETURN_NONE;
+    auto* handle = new (std::nothrow) Handle{found->second, {held.src.shape, held.src.shape + held.src.ndim},
+                                             {held.src.strides, held.src.strides + held.src.ndim}};
+    if (handle == nullptr) return PyErr_NoMemory();
+    PyObject* capsule = PyCapsule_New(handle, kHandleName, free_handle);
+    if (capsule == nullptr) delete handle;
+    return capsule;
+}
+
+// at(handle, address) -> a new result (an ndarray), or None (nothing made): the handle's call from an input
+// of its layout at `address` (the address of its first item). The caller vouches for that input: a
+// private path of datamove.recipes, whose key fixes the tensor's layout and dtype.
+PyObject* py_at(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "datamove._native.at takes 2 arguments");
+        return nullptr;
+    }
+    auto* handle = static_cast<Handle*>(PyCapsule_GetPointer(args[0], kHandleName));
+    if (handle == nullptr) return nullptr;  // (not a handle: its TypeError)
+    void* address = PyLong_AsVoidPtr(args[1]);
+    if (address == nullptr) {
+        if (PyErr_Occurred()) return nullptr;
+        Py_RETURN_NONE;  // (no input there)
+    }
+    if (!loaded(self)) Py_RETURN_NONE;
+    Held held;
+    held.src.buf = address;
+    held.src.ndim = (int)handle->shape.size();
+    held.src.shape = handle->shape.data();
+    held.src.strides = handle->strides.data();
+    held.src.readonly = 1;
+    const std::shared_ptr<Entry> entry = handle->entry;  // (a handle freed meanwhile by another thread frees no entry)
+    return repeat_into(entry, held, Py_None);
 }
 
 // The entry of a call's key, made where there is none (past kMaxEntries the table starts again empty) for
