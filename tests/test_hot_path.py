@@ -238,9 +238,10 @@ def test_threads_sharing_repeated_calls_of_every_alignment():
     assert errors == []
 
 
-def test_a_small_cpu_tensor_repeats_on_the_core_where_pytorch_has_no_such_op(recorded):
-    """Not pixel_unshuffle: from the second call, the core through NumPy views; calls autograd records keep
-    the differentiable formula, whenever they come; dtypes, strides and lazy conjugates stay apart."""
+def test_a_small_cpu_tensor_repeats_on_the_core(recorded):
+    """From the second call, the core (through NumPy views here: the recording core has no handles); calls
+    autograd records keep the differentiable formula, whenever they come; dtypes, strides and lazy
+    conjugates stay apart."""
     torch = pytest.importorskip("torch")
     for (op, args), shape in CASES:
         function = getattr(dm, op)

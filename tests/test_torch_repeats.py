@@ -222,7 +222,7 @@ def test_a_traced_tensor_never_takes_the_door():
     data = torch.randn(1, 4, 8, 8)
     for _ in range(3):
         dm.space_to_depth(data, "depth_first", 2)
-    assert ops._tensor_repeat("space_to_depth", data, "depth_first", 2, "auto") is not None
+    assert ops._tensor_repeat("space_to_depth", data, "depth_first", 2, "channels_first", "auto") is not None
     code = """
 import datamove as dm, torch
 from datamove import ops

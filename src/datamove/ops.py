@@ -34,12 +34,15 @@ _RECIPES = recipes.RECIPES
 _repeated = native_engine.repeated_calls()
 
 
-def _tensor_repeat(op: str, data: Any, mode: str, block_size: int, engine: str) -> Any:
-    """A PyTorch tensor's repeated depth call by its recipe's own path (:class:`datamove.recipes.TorchRecipe`'s
-    ``fast``: the core by the tensor's address, or PyTorch's op), with no step between: the result, or None
-    (no such recipe, or a tensor torch.compile or torch.jit traces, which takes the custom op)."""
+def _tensor_repeat(op: str, data: Any, mode: Any, block_size: Any, data_format: Any, engine: Any) -> Any:
+    """A PyTorch tensor's repeated depth call without ``out=`` by its recipe's own path
+    (:class:`datamove.recipes.TorchRecipe`'s ``fast``: the core by the tensor's address, or PyTorch's op),
+    with no step between: the result, or None (no such recipe, parameters not in the recipes' exact form,
+    channels last, or a tensor torch.compile or torch.jit traces, which takes the custom op)."""
     torch = sys.modules.get("torch")
-    if torch is None or type(data) is not torch.Tensor or torch.compiler.is_compiling() or torch._C._is_tracing():
+    if (torch is None or type(data) is not torch.Tensor or type(mode) is not str or type(block_size) is not int
+            or type(engine) is not str or data_format != "channels_first"
+            or torch.compiler.is_compiling() or torch._C._is_tracing()):
         return None
     # (libraries._Torch.key's fields, inline as NumPy's are: a call less, 0.7 us of a 4 KiB call's 8)
     recipe = _RECIPES.get((op, mode, block_size, engine, torch.Tensor, data.shape, data.stride(), data.dtype,
@@ -388,9 +391,8 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
             done = _repeated("space_to_depth", data, mode, block_size, data_format, out, engine)
             if done is not None:
                 return done
-    elif (out is None and data_format == "channels_first" and type(mode) is str and type(block_size) is int
-          and type(engine) is str):
-        done = _tensor_repeat("space_to_depth", data, mode, block_size, engine)
+    elif out is None:
+        done = _tensor_repeat("space_to_depth", data, mode, block_size, data_format, engine)
         if done is not None:
             return done
     traced = False
@@ -466,9 +468,8 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
             done = _repeated("depth_to_space", data, mode, block_size, data_format, out, engine)
             if done is not None:
                 return done
-    elif (out is None and data_format == "channels_first" and type(mode) is str and type(block_size) is int
-          and type(engine) is str):
-        done = _tensor_repeat("depth_to_space", data, mode, block_size, engine)
+    elif out is None:
+        done = _tensor_repeat("depth_to_space", data, mode, block_size, data_format, engine)
         if done is not None:
             return done
     traced = False
