@@ -197,7 +197,7 @@ def test_what_the_core_does_not_take_is_none_and_nothing_made(monkeypatch):
     monkeypatch.setattr(native_engine, "CORE_PLANS", True)
     np.testing.assert_array_equal(first("space_to_depth", x, "blocks_first", 2, "channels_first", shape, None, "auto"),
                                   _expected("space_to_depth", x, "blocks_first", 2))
-    with pytest.raises(TypeError, match="8 arguments"):
+    with pytest.raises(TypeError, match="8 or 9 arguments"):
         first("space_to_depth", x, "blocks_first", 2, "channels_first", shape)
 
 
@@ -281,3 +281,82 @@ def test_threads_making_first_calls_of_the_same_and_other_shapes_at_once():
 
     run_threads(work, 8)
     assert failures == []
+
+
+def _outs(shape, dtype, rng):
+    """Outputs of ``shape`` in several layouts: C order, F order, a gapped view, one past its buffer's first
+    item, and one whose axes are laid out reversed (strides no new result has)."""
+    yield np.zeros(shape, dtype)
+    yield np.zeros(shape[::-1], dtype).T
+    yield np.zeros(shape[:-1] + (shape[-1] * 2,), dtype)[..., ::2]
+    yield np.zeros(int(np.prod(shape)) + 1, dtype)[1:].reshape(shape)
+    yield np.zeros(shape, dtype)[..., ::-1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=st.sampled_from(["space_to_depth", "depth_to_space", "batch_to_space", "space_to_batch"]),
+       dtype=st.sampled_from([np.uint8, np.int16, np.float32, np.complex128]), seed=st.integers(0, 2 ** 16))
+def test_first_calls_into_out_keep_their_programs_for_outs_of_those_strides(op, dtype, seed):
+    """A layout's first call into an ``out=`` ndarray is the core's first() (validated by datamove.ops), its
+    program kept for that out's strides: the next call into an out of the same strides is repeated()'s alone
+    (no recipe made), into one of other strides planned and kept beside it; every result the formulas'."""
+    rng = np.random.default_rng(seed)
+    if op in ("space_to_depth", "depth_to_space"):
+        size = int(rng.integers(1, 4))
+        channels = int(rng.integers(1, 3)) * (size * size if op == "depth_to_space" else 1)
+        data = rng.integers(0, 100, (int(rng.integers(1, 3)), channels, 2 * size, 3 * size)).astype(dtype)
+        args = (str(rng.choice(["blocks_first", "depth_first"])), size)
+        key_args = args + ("channels_first",)
+    else:
+        block = [1, 1, int(rng.integers(1, 3)), int(rng.integers(1, 4))]
+        n = int(np.prod(block)) if op == "batch_to_space" else 1
+        data = rng.integers(0, 100, (n * int(rng.integers(1, 3)), 2, 3 * block[2], 2 * block[3])).astype(dtype)
+        if op == "batch_to_space":
+            args = (block, [0, 0, int(rng.integers(0, 2)), 0], [0, 0, 0, int(rng.integers(0, 2))])
+        else:
+            args = (block, [0, 0, 1, 0], [0, 0, block[2] - 1, 0])
+        key_args = args
+    want = np.ascontiguousarray(getattr(reference, op)(data, *args))
+    recipes.RECIPES.clear(), ops._SEEN.clear()
+    core = native_engine.core()
+    for out in _outs(want.shape, dtype, rng):
+        known = core.repeated(op, data, *key_args, out, "auto") is not None
+        out[...] = 0
+        assert getattr(dm, op)(data, *args, out=out) is out
+        np.testing.assert_array_equal(out, want)
+        out[...] = 0
+        assert core.repeated(op, data, *key_args, out, "auto") is out, known  # (kept by the call before)
+        np.testing.assert_array_equal(out, want)
+    assert len(recipes.RECIPES) == 0
+
+
+def test_first_into_out_refuses_what_datamove_would_not_write():
+    """first() into an out= takes only the out the checks pass (its shape and dtype, writable, apart from the
+    data): any other is None, nothing written, nothing kept; through datamove, an out that overlaps the data
+    is the Python path's (the data copied first) and a wrong one its error."""
+    first = _first()
+    x = np.arange(64, dtype=np.float32).reshape(1, 4, 4, 4)
+    want = _expected("space_to_depth", x, "blocks_first", 2)
+    shape = want.shape
+    call = ("space_to_depth", x, "blocks_first", 2, "channels_first", shape, None, "auto")
+    for bad in (np.zeros(shape, np.float64), np.zeros((1, 16, 2, 3), np.float32), np.zeros(shape, np.float32)[None],
+                np.zeros(shape, np.float32).tolist(), x.reshape(shape)):
+        assert first(*call, bad) is None
+    readonly = np.zeros(shape, np.float32)
+    readonly.flags.writeable = False
+    assert first(*call, readonly) is None and not readonly.any()
+    assert native_engine.core().repeated(*call[:5], None, "auto") is None  # (nothing kept)
+    out = np.zeros(shape, np.float32)
+    assert first(*call, None) is not None and first(*call, out) is out  # (None: a new result)
+    np.testing.assert_array_equal(out, want)
+    # through datamove: an out that is the data's own memory, and ones the checks refuse
+    recipes.RECIPES.clear()
+    buffer = np.arange(64, dtype=np.float32)
+    data, alias = buffer.reshape(1, 4, 4, 4), buffer.reshape(shape)
+    expected = _expected("space_to_depth", data.copy(), "blocks_first", 2)
+    assert dm.space_to_depth(data, "blocks_first", 2, out=alias) is alias
+    np.testing.assert_array_equal(alias, expected)
+    with pytest.raises(dm.DataMoveError, match="out"):
+        dm.space_to_depth(x, "blocks_first", 2, out=np.zeros((1, 16, 2, 3), np.float32))
+    with pytest.raises((dm.DataMoveError, TypeError), match="out"):
+        dm.space_to_depth(x, "blocks_first", 2, out=np.zeros(shape, np.float64))

@@ -28,16 +28,20 @@ def test_repeated_calls(op, args, reference, shape, dtype):
     rng = np.random.default_rng(0)
     data = rng.integers(0, 256, int(np.prod(shape)) * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype).reshape(shape)
     expected = reference(data, *args)
-    for _ in range(3):  # the first call makes the recipe, the others use it
-        got = op(data, *args)
-        assert got.tobytes() == expected.tobytes() and got.shape == expected.shape and got.flags.c_contiguous
-        out = np.full(expected.shape, 0, dtype)
-        assert op(data, *args, out=out) is out and out.tobytes() == expected.tobytes()
-        strided_out = np.zeros(expected.shape[:-1] + (2 * expected.shape[-1],), dtype)[..., ::2]
-        assert op(data, *args, out=strided_out) is strided_out and np.ascontiguousarray(strided_out).tobytes() == expected.tobytes()
-        other = np.asfortranarray(data)  # another layout: another recipe
-        assert op(other, *args).tobytes() == expected.tobytes()
-    assert any(k[0] == op.__name__ for k in recipes.RECIPES)
+    # on the NumPy engine the first call makes the recipe, the others use it; with "auto" the core's first
+    # call keeps the call's program (any out's strides), or, where the core takes none, a recipe is made
+    for engine in ("auto", "numpy"):
+        for _ in range(3):
+            got = op(data, *args, engine=engine)
+            assert got.tobytes() == expected.tobytes() and got.shape == expected.shape and got.flags.c_contiguous
+            out = np.full(expected.shape, 0, dtype)
+            assert op(data, *args, out=out, engine=engine) is out and out.tobytes() == expected.tobytes()
+            strided_out = np.zeros(expected.shape[:-1] + (2 * expected.shape[-1],), dtype)[..., ::2]
+            assert op(data, *args, out=strided_out, engine=engine) is strided_out
+            assert np.ascontiguousarray(strided_out).tobytes() == expected.tobytes()
+            other = np.asfortranarray(data)  # another layout: another recipe
+            assert op(other, *args, engine=engine).tobytes() == expected.tobytes()
+    assert any(k[0] == op.__name__ and "numpy" in k for k in recipes.RECIPES)
 
 
 @pytest.mark.parametrize("op, args, shape", [
@@ -56,18 +60,21 @@ def test_results_own_their_memory_in_c_order(op, args, shape):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int16, np.complex128, np.bool_, "M8[s]"])
 def test_small_crops_and_pads_take_the_two_step_path_and_nothing_else(dtype):
-    """A small call with crops or pads keeps only the two-step path (nothing lowered for the direct one,
-    which it would never take), on every plain dtype, with and without ``out=``."""
+    """A small call with crops or pads on the NumPy engine keeps only the two-step path (nothing lowered for
+    the direct one, which it would never take), on every plain dtype, with and without ``out=``. (With
+    ``engine="auto"`` the core's first call takes these and keeps their programs: no recipe is made.)"""
     rng = np.random.default_rng(1)
     for op, args, shape in [(dm.batch_to_space, ([1, 2, 2], [0, 1, 0], [0, 2, 3]), (4, 3, 5)),
                             (dm.space_to_batch, ([1, 2, 3], [0, 1, 2], [0, 1, 3]), (2, 4, 7))]:
         data = rng.integers(0, 256, int(np.prod(shape)) * np.dtype(dtype).itemsize, np.uint8).view(dtype).reshape(shape)
         expected = getattr(ref, op.__name__)(data, *args)
         for _ in range(2):
-            assert op(data, *args).tobytes() == np.ascontiguousarray(expected).tobytes()
-            out = np.zeros(expected.shape[::-1], dtype).T
-            assert op(data, *args, out=out) is out and np.ascontiguousarray(out).tobytes() == np.ascontiguousarray(expected).tobytes()
-        recipe = recipes.RECIPES[recipes.space_key(op.__name__, *args, data, "auto")]
+            for engine in ("auto", "numpy"):
+                assert op(data, *args, engine=engine).tobytes() == np.ascontiguousarray(expected).tobytes()
+                out = np.zeros(expected.shape[::-1], dtype).T
+                assert op(data, *args, out=out, engine=engine) is out
+                assert np.ascontiguousarray(out).tobytes() == np.ascontiguousarray(expected).tobytes()
+        recipe = recipes.RECIPES[recipes.space_key(op.__name__, *args, data, "numpy")]
         assert recipe.two_step is not None and recipe.copies is None and recipe.gather is None
 
 

@@ -76,12 +76,23 @@ class Timed:  # the compiled core with its runs timed: a call's time less its ru
         t = time.perf_counter(); done = core.call(*args); in_core.append(time.perf_counter() - t)
         return done
 
+    def first(self, *args):  # the same, its program kept for the repeats
+        t = time.perf_counter(); done = core.first(*args); in_core.append(time.perf_counter() - t)
+        return done
+
+def repeated(*args):  # a kept call's repeat, in one C call (datamove.ops asks it before any Python step)
+    t = time.perf_counter(); done = core.repeated(*args); in_core.append(time.perf_counter() - t)
+    return done
+
 native_engine._native = Timed()
-times = []
+dm.ops._repeated = repeated
+times, cores = [], []
 for _ in range(6):
+    before = len(in_core)
     t = time.perf_counter(); call(data, *case.args, out=out); times.append(time.perf_counter() - t)
+    cores.append(sum(in_core[before:]))  # (a repeat's miss and the first() after it: the core's, both)
 steady = sorted(range(1, 6), key=times.__getitem__)[2]
-print(json.dumps([times[0], times[steady]] + ([in_core[0], in_core[steady]] if len(in_core) == 6 else [0.0, 0.0])))
+print(json.dumps([times[0], times[steady], cores[0], cores[steady]]))
 """
 
 

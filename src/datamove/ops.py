@@ -114,14 +114,16 @@ def _seen(recipe_key: Optional[Hashable]) -> None:
         _SEEN[recipe_key] = True
 
 
-def _first(op: str, recipe_key: Hashable, data: Any, a: Any, b: Any, c: Any, engine: str) -> Any:
-    """A NumPy array's first call of a layout into a new array (depth ops channels first): the rules'
-    straight path (:func:`datamove.shapes.static_depth_shape`, :func:`~datamove.shapes.static_space_shape`)
-    and the core in one call, nothing else made (:func:`_run` makes a ``Resolved``, a ``Call`` and checks
-    ``out``); None, nothing done, for any call that path does not take, which :func:`_run` then validates and
-    runs. ``(a, b, c)``: ``(mode, block_size, "channels_first")`` or ``(block_shape, begin, end)``."""
+def _first(op: str, recipe_key: Hashable, data: Any, a: Any, b: Any, c: Any, engine: str, out: Any = None) -> Any:
+    """A NumPy array's first call of a layout (depth ops channels first), into a new array or an ``out=``
+    ndarray: the rules' straight path (:func:`datamove.shapes.static_depth_shape`,
+    :func:`~datamove.shapes.static_space_shape`) and the core in one call, its program kept there, nothing
+    else made (:func:`_run` makes a ``Resolved``, a ``Call`` and a recipe); None, nothing done, for any call
+    that path does not take, which :func:`_run` then validates and runs. ``(a, b, c)``: ``(mode, block_size,
+    "channels_first")`` or ``(block_shape, begin, end)``. An ``out=`` is checked here as :func:`_run` checks
+    it; one that shares memory with ``data`` is :func:`_run`'s (which copies ``data`` first)."""
     core = native_engine._native  # (the one native_engine runs: a test may put a recording or another level's)
-    if (engine != "auto" and engine != "native") or core is None:
+    if (engine != "auto" and engine != "native") or core is None or (out is not None and type(out) is not np.ndarray):
         return None
     depth = op == "space_to_depth" or op == "depth_to_space"
     out_shape = (shapes.static_depth_shape(op == "space_to_depth", data.shape, a, b) if depth
@@ -133,9 +135,17 @@ def _first(op: str, recipe_key: Hashable, data: Any, a: Any, b: Any, c: Any, eng
     else:
         _check_size(out_shape, data.dtype)  # (pads may make it any size)
         nbytes = math.prod(out_shape) * data.itemsize
-    # the core's first(): allocated (a large result on a line), planned, lowered and run in one C call, its
-    # program kept there for the call's repeats
-    done = core.first(op, data, a, b, c, out_shape, None if nbytes < _LINE_FROM else _allocate, engine)
+    allocate = None if nbytes < _LINE_FROM else _allocate  # (the call's new results: a large one on a line)
+    if out is not None:
+        _check_out(out, out_shape, data.dtype)
+        if np.may_share_memory(data, out):
+            return None
+        # the core's first() into out=: planned, lowered and run in one C call, its program kept there for
+        # repeats into outs of these strides (the checks above passed for them)
+        return core.first(op, data, a, b, c, out_shape, allocate, engine, out)
+    # the core's first(): allocated, planned, lowered and run in one C call, its program kept there for the
+    # call's repeats
+    done = core.first(op, data, a, b, c, out_shape, allocate, engine)
     if done is False:  # the core keeps this call already, and its repeat did not take it: the recipe's turn
         _seen(recipe_key)
         return None
@@ -274,8 +284,8 @@ def batch_to_space(data: ArrayT, block_shape: IntVector, crops_begin: IntVector,
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out)
-    if out is None and type(data) is np.ndarray and recipe_key is not None:
-        done = _first("batch_to_space", recipe_key, data, block_shape, crops_begin, crops_end, engine)
+    if type(data) is np.ndarray and recipe_key is not None:
+        done = _first("batch_to_space", recipe_key, data, block_shape, crops_begin, crops_end, engine, out)
         if done is not None:
             return done
     _require(block_shape=block_shape, crops_begin=crops_begin, crops_end=crops_end)
@@ -329,8 +339,8 @@ def space_to_batch(data: ArrayT, block_shape: IntVector, pads_begin: IntVector, 
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out)
-    if out is None and type(data) is np.ndarray and recipe_key is not None:
-        done = _first("space_to_batch", recipe_key, data, block_shape, pads_begin, pads_end, engine)
+    if type(data) is np.ndarray and recipe_key is not None:
+        done = _first("space_to_batch", recipe_key, data, block_shape, pads_begin, pads_end, engine, out)
         if done is not None:
             return done
     _require(block_shape=block_shape, pads_begin=pads_begin, pads_end=pads_end)
@@ -419,8 +429,8 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out)
-    if out is None and type(data) is np.ndarray and recipe_key is not None:
-        done = _first("space_to_depth", recipe_key, data, mode, block_size, "channels_first", engine)
+    if type(data) is np.ndarray and recipe_key is not None:
+        done = _first("space_to_depth", recipe_key, data, mode, block_size, "channels_first", engine, out)
         if done is not None:
             return done
     _require(mode=mode, block_size=block_size)
@@ -496,8 +506,8 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     recipe = _RECIPES.get(recipe_key)
     if recipe is not None:
         return recipe(data, out)
-    if out is None and type(data) is np.ndarray and recipe_key is not None:
-        done = _first("depth_to_space", recipe_key, data, mode, block_size, "channels_first", engine)
+    if type(data) is np.ndarray and recipe_key is not None:
+        done = _first("depth_to_space", recipe_key, data, mode, block_size, "channels_first", engine, out)
         if done is not None:
             return done
     _require(mode=mode, block_size=block_size)

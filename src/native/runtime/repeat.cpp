@@ -575,17 +575,20 @@ Py_ssize_t item_bytes(PyObject* array, PyObject* dtype) {
     return bytes;
 }
 
-// first(op, data, a, b, c, out_shape, allocate, engine) -> a new result, or None: see module.cpp's entry.
+// first(op, data, a, b, c, out_shape, allocate, engine[, out]) -> a new result (or out), or None: see
+// module.cpp's entry.
 PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "datamove._native.first takes 8 arguments");
+    if (nargs != 8 && nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "datamove._native.first takes 8 or 9 arguments");
         return nullptr;
     }
     using namespace dm::planner;
     PyObject *op = args[0], *data = args[1], *out_shape = args[5], *allocate = args[6], *engine = args[7];
+    PyObject* into = nargs == 9 && args[8] != Py_None ? args[8] : nullptr;  // out= (validated by datamove.ops)
     if (table == nullptr || !settings.fields_read || (PyObject*)Py_TYPE(data) != settings.ndarray ||
         !PyTuple_CheckExact(out_shape) || PyTuple_GET_SIZE(out_shape) > kMaxRank ||
-        (allocate == Py_None && settings.new_from_descr == nullptr))
+        (allocate == Py_None && settings.new_from_descr == nullptr) ||
+        (into != nullptr && (PyObject*)Py_TYPE(into) != settings.ndarray))
         Py_RETURN_NONE;
     PyObject* plans = PyDict_GetItemWithError(settings.engine, settings.s_core_plans);
     if (plans != Py_True) {  // (native_engine.CORE_PLANS off: the Python side plans)
@@ -601,8 +604,10 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (!push_call(op, args[2], args[3], args[4], engine, &key, &call) || !push_layout(held.src, dtype, &key))
         Py_RETURN_NONE;
     // a call kept already is one whose repeat repeated() did not take (a result at an alignment it could not
-    // plan for, another core in native_engine): its recipe is made now, in Python (ops: False)
-    if (table->find(key) != table->end()) Py_RETURN_FALSE;
+    // plan for, another core in native_engine): its recipe is made now, in Python (ops: False). Not so for
+    // an out= whose strides no program of the call was kept for (repeated() takes only those): it is planned
+    // here and kept beside them.
+    if (into == nullptr && table->find(key) != table->end()) Py_RETURN_FALSE;
     std::array<Py_ssize_t, kMaxRank> dims;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(out_shape); ++k) {
         int64_t d;
@@ -612,7 +617,19 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     const Py_ssize_t itemsize = item_bytes(data, dtype);
     if (itemsize == 0) Py_RETURN_NONE;
     PyObject* result;
-    if (allocate == Py_None) {  // as np.empty makes it
+    if (into != nullptr) {  // out=, as datamove.ops checked it: this shape and dtype, writable, apart from data
+        Py_buffer view;
+        view_from_fields(into, &view);
+        bool fits = fields(into)->descr == dtype && !view.readonly && view.ndim == (int)PyTuple_GET_SIZE(out_shape);
+        for (int k = 0; fits && k < view.ndim; ++k) fits = view.shape[k] == dims[k];
+        if (fits) {
+            set_itemsize(&view, itemsize), set_itemsize(&held.src, itemsize);
+            const Extent a = extent_of(held.src), b = extent_of(view);
+            fits = a.low + a.bytes <= b.low || b.low + b.bytes <= a.low;
+        }
+        if (!fits) Py_RETURN_NONE;
+        result = Py_NewRef(into);
+    } else if (allocate == Py_None) {  // as np.empty makes it
         Py_INCREF(dtype);  // (stolen)
         result = settings.new_from_descr(reinterpret_cast<PyTypeObject*>(settings.ndarray), dtype,
                                          (int)PyTuple_GET_SIZE(out_shape), dims.data(), nullptr, nullptr, 0, nullptr);
