@@ -53,7 +53,9 @@ def remember(op: str, a: object, b: object, c: object, engine: str, data: object
 # A call's first call of a layout (validated by datamove.ops), allocated, planned and run in one C call, its
 # program kept for repeated(); (a, b, c) as repeated() takes them
 def first(op: str, data: object, a: object, b: object, c: object, out_shape: tuple[int, ...], allocate: object,
-          engine: str, /) -> object: ...  # None: not taken; False: kept already
+          engine: str, out: object = ..., /) -> object: ...  # None: not taken; False: kept already
+def handle(op: str, data: object, a: object, b: object, c: object, engine: str, /) -> object: ...  # None: none kept
+def at(handle: object, address: int, /) -> object: ...  # a new ndarray; None: not run
 def forget() -> None: ...
 def repeat_setup(ndarray: type, threads: dict[str, object], engine: dict[str, object], probes: tuple[object, ...],
                  empty: object, api: object, /) -> None: ...

@@ -329,12 +329,14 @@ PyMethodDef methods[] = {
      "(nothing written) for a call not remembered; (a, b, c) are (mode, block_size, data_format) or (block_shape, "
      "begin, end)."},
     {"first", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_first)), METH_FASTCALL,
-     "first(op, data, a, b, c, out_shape, allocate, engine): a validated call of an exact ndarray, (a, b, c) as "
-     "repeated() takes them (datamove.shapes.static_depth_shape's or static_space_shape's out_shape), planned, "
-     "lowered and run by the core into a new C-contiguous result in one C call: a layout's first call, its "
-     "program kept for repeated(). allocate makes the result (None: as np.empty makes it). None, nothing made, "
-     "where the planner takes none or native_engine.CORE_PLANS is off; False, nothing made, where the call is "
-     "kept already (its repeat was not repeated()'s: its recipe's turn)."},
+     "first(op, data, a, b, c, out_shape, allocate, engine[, out]): a validated call of an exact ndarray, (a, b, "
+     "c) as repeated() takes them (datamove.shapes.static_depth_shape's or static_space_shape's out_shape), "
+     "planned, lowered and run by the core into a new C-contiguous result (or into out, an ndarray datamove.ops "
+     "has checked, sharing no memory with data) in one C call: a layout's first call, its program kept for "
+     "repeated(). allocate makes the call's new results (None: as np.empty makes them). None, nothing made, "
+     "where the planner takes none, native_engine.CORE_PLANS is off or out is not of the result's shape and "
+     "dtype, writable and apart from data; False, nothing made, where the call is kept already and no out is "
+     "given (its repeat was not repeated()'s: its recipe's turn)."},
     {"handle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_handle)), METH_FASTCALL,
      "handle(op, data, a, b, c, engine): the handle of a call remembered for data's layout (an exact ndarray; "
      "the arguments as repeated() takes them), for at(); None where none is remembered."},

@@ -1,6 +1,7 @@
-// Calls in one C call: repeated calls, from the table behind _native.repeated, and a call's first call of a
-// layout into a new array (_native.first: validated by datamove.ops, then allocated, planned, lowered and run
-// here, its program kept for the repeats). module.cpp lists the functions.
+// Calls in one C call: repeated calls, from the table behind _native.repeated, a call's first call of a
+// layout into a new array or an out= (_native.first: validated by datamove.ops, then allocated, planned,
+// lowered and run here, its program kept for the repeats), and handles that run a kept call from an input
+// given by address (_native.handle/at: PyTorch CPU tensors). module.cpp lists the functions.
 //
 // A NumPy call that repeats goes through Python once per layout: datamove.ops validates it, its recipe
 // (datamove.recipes) plans it, and native_engine.Planned lowers and runs its program, then hands that
