@@ -382,6 +382,13 @@ PyObject* allocate(const Entry& entry) {
     return PyObject_Vectorcall(entry.allocate, shape_dtype, 2, nullptr);
 }
 
+// Whether two arrays' views (item sizes set) share no byte: an out= a repeat or a first call writes while
+// reading data.
+bool apart(const Py_buffer& a_view, const Py_buffer& b_view) {
+    const Extent a = extent_of(a_view), b = extent_of(b_view);
+    return a.low + a.bytes <= b.low || b.low + b.bytes <= a.low;
+}
+
 // A kept entry's call from held.src (its view set: data's, or a handle's layout at an address) into `out` (an
 // exact ndarray, or None: a new result, allocate()'d): the result, None for a miss (nothing written, no error
 // set), or null with the error set (np.empty's MemoryError, a run that failed).
@@ -403,10 +410,8 @@ PyObject* repeat_into(const std::shared_ptr<Entry>& held_entry, Held& held, PyOb
     set_itemsize(&held.dst, entry.itemsize);
     bool fits = !held.dst.readonly && held.dst.ndim == (int)entry.out_dims.size();
     for (int k = 0; fits && k < held.dst.ndim; ++k) fits = held.dst.shape[k] == entry.out_dims[k];
-    if (fits && out != Py_None) {  // out= sharing no byte with data (else the Python path copies data first)
-        const Extent a = extent_of(held.src), b = extent_of(held.dst);
-        fits = a.low + a.bytes <= b.low || b.low + b.bytes <= a.low;
-    }
+    // out= sharing no byte with data (else the Python path copies data first)
+    if (fits && out != Py_None) fits = apart(held.src, held.dst);
     Program* program = fits ? kept_for(entry, held.src, held.dst, stream) : nullptr;
     if (program == nullptr && fits) {
         // out='s strides must be those of a program kept: the Python path's checks (an out whose elements
@@ -625,8 +630,7 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         for (int k = 0; fits && k < view.ndim; ++k) fits = view.shape[k] == dims[k];
         if (fits) {
             set_itemsize(&view, itemsize), set_itemsize(&held.src, itemsize);
-            const Extent a = extent_of(held.src), b = extent_of(view);
-            fits = a.low + a.bytes <= b.low || b.low + b.bytes <= a.low;
+            fits = apart(held.src, view);
         }
         if (!fits) Py_RETURN_NONE;
         result = Py_NewRef(into);
