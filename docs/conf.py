@@ -53,7 +53,7 @@ nitpick_ignore = [
     ("py:mod", "datamove.ir.reader"),
     ("py:mod", "datamove.ir.model"),
     ("py:mod", "datamove.engines"),
-    ("py:class", "datamove.dims.Dim"),  # datamove.Dim, as the type aliases spell it
+    ("py:class", "datamove.rules.dims.Dim"),  # datamove.Dim, as the type aliases spell it
 ]
 # the type aliases of datamove.typing name the standard library's and NumPy's types, which have no page here
 # (no intersphinx without the network)
@@ -83,12 +83,12 @@ class BenchResults(Directive):
         env.note_dependency(str(path))
         results = json.loads(path.read_text())
         if "device" in results:  # the GPU suite's file
-            from datamove import bench_gpu
+            from datamove.benchmarks import gpu as bench_gpu
 
             peers = [p for p in bench_gpu.GPU_PEERS if any(p in row for row in results["rows"])]
             markdown = bench_gpu.table(results["rows"], peers)
         else:
-            from datamove import bench
+            from datamove.benchmarks import suite as bench
 
             markdown = bench.table(results["rows"], results["peers"])
         rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in markdown.splitlines()]

@@ -4,7 +4,7 @@ Everything here is driven by a ``random.Random(seed)``, so a seed names one
 reproducible run: :func:`build_pool` writes a folder of files (valid ``.npy``
 seeds of many dtypes, corrupt ``.npy`` files, the shipped IRs and mutations of
 them, odd names, folders, links), :func:`random_command` draws a command line
-over that pool, :func:`invoke` runs ``datamove.cli.main`` in-process (or
+over that pool, :func:`invoke` runs ``datamove.cli.app.main`` in-process (or
 :func:`invoke_subprocess` runs ``python -m datamove``) and
 :func:`violations` lists every way the outcome breaks the command line's
 contract:
@@ -1005,11 +1005,11 @@ def _innermost_datamove_frame(exc: BaseException) -> str:
 
 
 def invoke(argv: Sequence[str], cwd: pathlib.Path, fsize_limit: Optional[int] = None) -> Outcome:
-    """``datamove.cli.main(argv)`` in this process, in ``cwd``: status, stdout, stderr, escaped exception, warnings.
+    """``datamove.cli.app.main(argv)`` in this process, in ``cwd``: status, stdout, stderr, escaped exception, warnings.
 
     stdout is strict UTF-8 and stderr backslash-escapes, as Python sets them up under a UTF-8 locale.
     """
-    from datamove.cli import main
+    from datamove.cli.app import main
 
     out_bytes, err_bytes = io.BytesIO(), io.BytesIO()
     out = io.TextIOWrapper(out_bytes, encoding="utf-8", errors="strict", newline="\n", write_through=True)

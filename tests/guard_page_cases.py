@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 import datamove as dm
-from datamove.engines import native_engine
+from datamove.engines.native import engine as native_engine
 
 PAGE = mmap.PAGESIZE
 _libc = ctypes.CDLL(None, use_errno=True)

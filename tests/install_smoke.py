@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         import datamove as dm
-        from datamove.engines import native_engine
+        from datamove.engines.native import engine as native_engine
 
         where = Path(dm.__file__).resolve()
         assert args.under is None or args.under.resolve() in where.parents, f"datamove imported from {where}"

@@ -15,15 +15,17 @@ import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's own start-up lines (not datamove's)
 
-# Quiet: whatever the imports write to stdout and stderr, at the level of the file descriptors
+# Quiet: whatever datamove's imports write to stdout and stderr, at the level of the file descriptors. Keras is
+# imported first, on its own: its backend's start-up lines are the backend's (TensorFlow 2.21 writes its oneDNN
+# line before absl's logging reads TF_CPP_MIN_LOG_LEVEL), not datamove's.
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
 _SAVED = [os.dup(1), os.dup(2)]
 _CAPTURED = tempfile.TemporaryFile()
 os.dup2(_CAPTURED.fileno(), 1)
 os.dup2(_CAPTURED.fileno(), 2)
 try:
-    import keras  # noqa: E402
-    import numpy as np  # noqa: E402
-
     import datamove as dm  # noqa: E402
     from datamove import DataMoveError  # noqa: E402
     from datamove.keras import BatchToSpace, DepthToSpace, SpaceToBatch, SpaceToDepth  # noqa: E402
@@ -64,7 +66,7 @@ def _same(got, expected):
 
 
 def check_quiet_import():
-    """``import keras, datamove, datamove.keras`` writes nothing (TensorFlow's C++ log at level 3)."""
+    """``import datamove, datamove.keras`` after ``import keras`` writes nothing."""
     assert PRINTED_AT_IMPORT == "", PRINTED_AT_IMPORT
 
 

@@ -1,5 +1,5 @@
 """Models that call datamove export to ONNX with both of PyTorch's exporters, to standard ops only,
-and onnxruntime's result equals PyTorch's bit for bit (datamove.torch_onnx).
+and onnxruntime's result equals PyTorch's bit for bit (datamove.pytorch.onnx).
 
 Run by tests/test_onnx_export.py in a process of its own: ``torch.export`` imports Triton, which aborts a
 process that has loaded TensorFlow's or jaxlib's LLVM (as the rest of the suite does).
@@ -24,7 +24,9 @@ ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 import datamove  # noqa: E402
-from datamove import formulas, nn, torch_ops  # noqa: E402
+from datamove.plans import formulas  # noqa: E402
+from datamove import nn
+from datamove.pytorch import custom_ops as torch_ops
 from datamove.compat import onnx as compat_onnx  # noqa: E402
 from datamove.compat import tensorflow as compat_tensorflow  # noqa: E402
 from datamove.compat import torch as compat_torch  # noqa: E402

@@ -1,8 +1,8 @@
 """Random calls and layouts for the compiled planner's tests (``src/native/plan.hpp``), and plans encoded as
 the planner encodes them, so that its plans and programs can be held, bit for bit, to the Python side's
-(:mod:`datamove.plans`, :func:`datamove.engines.native_engine.program`).
+(:mod:`datamove.plans.views`, :func:`datamove.engines.native.engine.program`).
 
->>> from datamove import plans
+>>> from datamove.plans import views as plans
 >>> encode_plan(plans.space_to_depth((1, 1, 4), (1, 2, 2), "blocks_first", 2))[:8].tolist()
 [3, 1, 1, 4, 3, 1, 2, 2]
 """
@@ -14,7 +14,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from datamove import plans, shapes
+from datamove.plans import views as plans
+from datamove import shapes
 from datamove.errors import DataMoveError
 
 OPS = ("batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space")  # the planner's op ids, in order
@@ -101,7 +102,7 @@ def random_call(rng: np.random.Generator, max_rank: int = 6, max_items: int = 1 
 
 
 def plan_of(op: str, data_shape: Tuple[int, ...], args: Sequence[Any], out_shape: Tuple[int, ...]) -> plans.Plan:
-    """datamove.plans' plan of a call (the tuples its functions take)."""
+    """datamove.plans.views' plan of a call (the tuples its functions take)."""
     return getattr(plans, op)(data_shape, out_shape, *(tuple(a) if isinstance(a, list) else a for a in args))
 
 
@@ -149,6 +150,6 @@ def random_case(rng: np.random.Generator, **limits: Any) -> Tuple[plans.Plan, np
 
 def python_program(plan: plans.Plan, data: np.ndarray, out: np.ndarray, stream: int) -> Optional[bytes]:
     """The Python side's program for ``plan`` on these arrays, lowered for ``stream``."""
-    from datamove.engines import native_engine
+    from datamove.engines.native import engine as native_engine
 
     return native_engine.program(plan, data, out, stream=stream)

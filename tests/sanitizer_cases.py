@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 def main(path: str) -> int:
     import ctypes
 
-    from datamove.engines import native_engine
+    from datamove.engines.native import engine as native_engine
 
     # the sanitizer's runtime is in the process (preloaded), and the core is built against it
     assert hasattr(ctypes.CDLL(None), "__asan_init"), "AddressSanitizer's runtime is not loaded"
@@ -65,8 +65,10 @@ def _repeats(core) -> int:
     programs are kept, then again at every alignment and into out= at every alignment, bit for bit against
     the NumPy engine; and a program kept that does not fit its arrays, refused."""
     import datamove as dm
-    from datamove import ops, recipes, threads
-    from datamove.engines import native_engine
+    from datamove import ops
+    from datamove.dispatch import recipes
+    from datamove.engines.native import threads
+    from datamove.engines.native import engine as native_engine
 
     native_engine.setup_repeats(core)
     assert core.repeat_facts() == (True, True), core.repeat_facts()
@@ -118,7 +120,7 @@ def _threads_with_the_table_emptied(rng) -> None:
     core's table: a use of what the emptying freed would be the sanitizer's to report."""
     import datamove as dm
     from concurrency import run_threads  # (tests/, this script's folder)
-    from datamove import recipes
+    from datamove.dispatch import recipes
 
     inputs = [rng.integers(0, 99, size=(1, 8, 64, 32 * k)).astype(np.float32) for k in (2, 3, 4)]
     wants = [dm.space_to_depth(x, "blocks_first", 2, engine="numpy") for x in inputs]

@@ -102,8 +102,8 @@ def check_kind(got, data, lib):
     if lib.kind is np.ndarray:
         assert type(got) is np.ndarray
     else:
-        assert dm.libraries.name(got) == lib.kind
-        assert dm.libraries.name(got) == dm.libraries.name(data)
+        assert dm.arrays.libraries.name(got) == lib.kind
+        assert dm.arrays.libraries.name(got) == dm.arrays.libraries.name(data)
         assert array_api_compat.device(got) == array_api_compat.device(data)
 
 
@@ -172,7 +172,8 @@ def test_depth_errors_are_numpys(lib, op, data, mode, size, error, match):
 
 
 def engines_for_lib(x):
-    from datamove import arrays, route
+    from datamove.dispatch import foreign as arrays
+    from datamove.engines import route
 
     return route.able(arrays.facts(x))
 
@@ -220,7 +221,7 @@ def test_cpu_dlpack_arrays_can_take_the_numpy_engines():
     on_cpu = jax.device_put(x, jax.devices("cpu")[0])  # (JAX's default device may be a GPU)
     for engine in ("numpy", "native"):
         got = dm.space_to_depth(on_cpu, "depth_first", 2, engine=engine)
-        assert dm.libraries.name(got) == "jax.Array"
+        assert dm.arrays.libraries.name(got) == "jax.Array"
         same_bits(np.asarray(got), dm.space_to_depth(x, "depth_first", 2))
 
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from datamove import bench
+from datamove.benchmarks import suite as bench
 
 
 def small(case):
@@ -70,7 +70,7 @@ def test_run_writes_a_table_and_json(tmp_path, capsys):
 
 
 def test_process_measurements_run_and_report_positive_times():
-    from datamove import bench_process
+    from datamove.benchmarks import process as bench_process
 
     case = bench.Case("s2d", "space_to_depth", (4, 16, 64, 64), "float32", ("blocks_first", 2))  # 1 MiB: the core
     times = bench_process.first_call(case)

@@ -274,4 +274,4 @@ def test_the_modes_are_keyword_only_and_required():
 
 def test_exported():
     assert "channel_permutation" in dm.__all__
-    assert dm.channel_permutation.__module__ == "datamove.permutations"
+    assert dm.channel_permutation.__module__ == "datamove.rules.permutations"

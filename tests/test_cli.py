@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 import datamove as dm
 from datamove import Dim, shapes
-from datamove.cli import format_shape, main, parse_shape
+import datamove.rules.shapes
+from datamove.cli.app import format_shape, main, parse_shape
 
 B2S_5D = ["--block-shape", "1,2,4,3,1", "--crops-begin", "0,0,1,0,0", "--crops-end", "0,0,1,0,0"]
 S2B_5D = ["--block-shape", "1,2,4,3,1", "--pads-begin", "0,0,1,0,0", "--pads-end", "0,0,1,0,0"]
@@ -400,7 +401,7 @@ def test_a_type_error_from_datamove_is_one_line(capsys, npy_files, monkeypatch):
         raise TypeError("block_shape must be a sequence of integers,\ngot something else")
 
     monkeypatch.setattr(dm.ops, "batch_to_space", refuse)
-    monkeypatch.setattr(dm.shapes, "batch_to_space", refuse)
+    monkeypatch.setattr(datamove.rules.shapes, "batch_to_space", refuse)
     status, out, err = run_cli(capsys, "run", "batch_to_space", npy_files["good"], npy_files["out"], *B2S_OK)
     # the line break is escaped, never printed: a name holding one cannot fake a second error line
     assert_one_line_error(status, out, err, match="block_shape must be a sequence of integers,\\ngot something else")
@@ -454,7 +455,7 @@ def test_usage_errors_point_to_their_own_commands_help(capsys, monkeypatch, argv
 
 
 def test_engine_choices_are_the_engine_registry(capsys):
-    from datamove.route import ENGINES
+    from datamove.engines.route import ENGINES
 
     choices = "{" + ",".join(["auto", *ENGINES]) + "}"
     for command in ("run", "run-model", "bench"):
@@ -509,6 +510,6 @@ def test_python_dash_m_datamove_for_real(tmp_path):
 
 
 def test_import_datamove_does_not_import_the_cli():
-    code = "import sys, datamove; print('datamove.cli' in sys.modules, 'argparse' in sys.modules)"
+    code = "import sys, datamove; print('datamove.cli.app' in sys.modules, 'argparse' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.split()[0] == "False", done.stderr

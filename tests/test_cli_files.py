@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from datamove import DataMoveError
-from datamove.cli import main
-from datamove.files import write_atomically
+from datamove.cli.app import main
+from datamove.cli.files import write_atomically
 from datamove.ir import read_model
 
 from ir_builders import IR
@@ -388,7 +388,7 @@ def test_a_failed_folder_write_changes_nothing(tmp_path):
 
 
 def test_the_progress_counts_bytes_shows_the_time_left_and_only_when_slow(capsys):
-    from datamove.ir.commands import _Progress
+    from datamove.cli.models import _Progress
     from datamove.ir.model import Layer
 
     layer = Layer(3, "b2s", "BatchToSpace", "opset2", {}, (), (), {})
@@ -437,7 +437,7 @@ def test_a_models_progress_is_the_bytes_its_layers_write(tmp_path):
 
 
 def test_run_model_shows_its_progress_when_asked(tmp_path, capsys, monkeypatch):
-    from datamove.ir import commands
+    from datamove.cli import models as commands
 
     model = b2s_convert_model(tmp_path)
     np.save(tmp_path / "x.npy", np.ones((8, 2, 4, 4), np.float32))

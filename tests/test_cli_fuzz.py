@@ -13,7 +13,7 @@ The contract (see tests/cli_fuzz_cases.py for how each point is checked):
   to the library's result (``run OP``) or a readable ``.npz`` (``run MODEL.xml``),
   and printed one clean line.
 
-Most commands run in this process (``datamove.cli.main``), a few in a real
+Most commands run in this process (``datamove.cli.app.main``), a few in a real
 ``python -m datamove`` to see the real exit status and streams. Every run is
 reproducible: a seed names the files and the command lines. On a failure the
 assertion message lists each failure class once, with its shortest example.

@@ -1,7 +1,7 @@
 """The compiled core's program format is read from the core, never copied: pattern ids and limits.
 
-Python writes the programs the core parses (:mod:`datamove.engines.native_engine`,
-:mod:`datamove.engines.units`), so every id and limit it needs comes from the
+Python writes the programs the core parses (:mod:`datamove.engines.native.engine`,
+:mod:`datamove.engines.native.units`), so every id and limit it needs comes from the
 module's exports (``src/native/runtime/module.cpp``). Each limit is checked here against
 what the core itself takes and refuses, so an export cannot drift from the parser
 either. Without the core the package still imports and runs on NumPy.
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import datamove
-from datamove import threads
-from datamove.engines import native_engine
+from datamove.engines.native import threads
+from datamove.engines.native import engine as native_engine
 
 pytestmark = pytest.mark.skipif(not native_engine.available(), reason="needs the compiled core")
 
@@ -53,8 +53,8 @@ def test_python_writes_the_pattern_ids_the_core_exports(core):
     assert sorted(core.PATTERNS.values()) == list(range(len(core.PATTERNS)))
     # a program of SpaceToBatch with pads on small images: one UNITS step, under the core's id
     data = np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)
-    from datamove import plans
-    from datamove.engines.units import lower_units
+    from datamove.plans import views as plans
+    from datamove.engines.native.units import lower_units
 
     plan = plans.space_to_batch(data.shape, (8, 3, 2, 2), (1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))
     out = np.empty(plan.out_shape, np.float32)
@@ -120,7 +120,7 @@ def test_every_constant_the_core_exports_is_read_where_python_uses_it(core):
     """core_format reads each of the core's exports under its own name, and the modules that need one read
     core_format's: the op and mode ids, the tile blocks, the thread bound (tests/test_planner.py holds the
     two lowerings together bit for bit, so a value read wrong shows there too)."""
-    from datamove.engines import core_format, strided
+    from datamove.engines.native import core_format, strided
 
     for name in core_format.__all__:
         assert getattr(core_format, name) == getattr(core, name), name
@@ -145,7 +145,7 @@ def test_the_program_limits_are_the_ones_the_core_enforces(core):
 def test_the_python_lowering_reads_the_planners_thresholds_from_the_core(core):
     """The Python side's twin of the core's planner (tests/test_planner.py holds them together bit for bit)
     decides with the core's own thresholds (src/native/plan.hpp), each read, never written twice."""
-    from datamove.engines import strided, units
+    from datamove.engines.native import strided, units
 
     read = {"MIN_ROWS": native_engine._MIN_ROWS, "CHUNK_WORDS": native_engine._CHUNK_WORDS,
             "CHUNK_BYTES": native_engine._CHUNK_BYTES, "SHARED_BYTES": native_engine._SHARED_BYTES,
@@ -160,9 +160,9 @@ def test_without_the_core_the_package_imports_and_runs_on_numpy():
         "import sys, warnings\n"
         "sys.modules['datamove._native'] = None  # as an install without a C++ compiler has it\n"
         "import numpy as np, datamove as dm\n"
-        "from datamove.engines import native_engine, strided, units\n"
+        "from datamove.engines.native import engine as native_engine, strided, units\n"
         "assert not native_engine.available() and native_engine._PATTERNS == {}\n"
-        "assert strided.BLOCKS == () and dm.threads.MAX_THREADS == sys.maxsize\n"
+        "assert strided.BLOCKS == () and dm.engines.native.threads.MAX_THREADS == sys.maxsize\n"
         "x = np.arange(4 * 4 * 8 * 8, dtype=np.float32).reshape(4, 4, 8, 8)\n"
         "y = dm.space_to_batch(x, [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])\n"
         "back = dm.batch_to_space(y, [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])\n"
@@ -194,7 +194,7 @@ def test_a_core_older_than_the_program_format_is_refused_and_the_package_runs_on
         "    if name != 'PATTERNS' and not name.startswith('__'): setattr(stale, name, getattr(real, name))\n"
         "sys.modules['datamove._native'] = stale\n"
         "import numpy as np, datamove as dm\n"
-        "from datamove.engines import native_engine\n"
+        "from datamove.engines.native import engine as native_engine\n"
         "assert not native_engine.available()\n"
         "x = np.arange(4 * 4 * 64 * 64, dtype=np.float32).reshape(4, 4, 64, 64)\n"
         "warnings.simplefilter('ignore')\n"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from datamove.call import Call
-from datamove.engines import native_engine, numpy_engine
+from datamove.engines.call import Call
+from datamove.engines.native import engine as native_engine
+from datamove.engines import numpy_engine
 
 from planner_cases import plan_of, python_program, random_case
 

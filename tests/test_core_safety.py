@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove import plans
-from datamove.engines import native_engine, numpy_engine
+from datamove.plans import views as plans
+from datamove.engines.native import engine as native_engine
+from datamove.engines import numpy_engine
 
 # Every item size from 1 to 128 bytes: words of 1 to 16 bytes, and those the core moves as pixels of 32,
 # 64 and 128 bytes (complex256 and structured items of those sizes included).
@@ -224,7 +225,7 @@ def test_a_plan_runs_only_on_the_arrays_it_was_made_for(engine):
 _FORK_DURING_FIRST_THREADED_CALL = r"""
 import ctypes, os, sys, threading, time
 import numpy as np, datamove as dm
-from datamove.engines import native_engine
+from datamove.engines.native import engine as native_engine
 x = np.ones((16, 16, 256, 256), np.float32)  # 64 MiB
 dm.set_num_threads(1)
 dm.space_to_depth(x, "blocks_first", 2)  # everything imported: the core loaded, no thread started yet

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from datamove.engines import native_engine
+from datamove.engines.native import engine as native_engine
 
 NATIVE = Path(__file__).resolve().parent.parent / "src" / "native"
 TARGETS = ["x86_64-linux-gnu", "aarch64-linux-gnu", "x86_64-windows-gnu", "aarch64-macos"]

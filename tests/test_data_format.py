@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import datamove as dm
-from datamove import shapes
+from datamove.rules import shapes
 
 OPS = {"space_to_depth": dm.space_to_depth, "depth_to_space": dm.depth_to_space}
 

@@ -1,7 +1,7 @@
 """A call's first call of a layout in one C call (``_native.first``, ``src/native/runtime/repeat.cpp``).
 
 ``datamove.ops`` validates a new call of a NumPy array into a new array with the rules' straight path
-(``datamove.shapes.static_depth_shape``, ``static_space_shape``), then hands it to the core, which allocates the result as
+(``datamove.rules.shapes.static_depth_shape``, ``static_space_shape``), then hands it to the core, which allocates the result as
 np.empty would (or by the allocator it is given), plans, lowers and runs it; None, nothing made, where it
 takes none. Each test here asks the core directly or goes through ``datamove``, against the specs' formulas.
 """
@@ -13,9 +13,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import datamove as dm
-from datamove import ops, recipes, threads
-from datamove.engines import native_engine
-from datamove.outputs import LINE_FROM
+from datamove import ops
+from datamove.dispatch import recipes
+from datamove.engines.native import threads
+from datamove.engines.native import engine as native_engine
+from datamove.arrays.outputs import LINE_FROM
 
 import reference
 from concurrency import run_threads
@@ -129,7 +131,7 @@ def test_a_first_batch_to_space_goes_from_the_rules_straight_to_the_core(monkeyp
     """Through datamove: a NumPy array's first BatchToSpace / SpaceToBatch of a layout makes no Resolved and
     no Call (the rules' straight path, shapes.static_space_shape, then first()); a call the rules refuse
     still raises their message, and an output too large for any array is the same DataMoveError."""
-    from datamove import shapes
+    from datamove.rules import shapes
 
     def refused(*args, **kwargs):
         raise AssertionError("not on a first call")

@@ -17,8 +17,11 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove import ops, recipes, route, shapes
-from datamove.engines import native_engine
+from datamove import ops
+from datamove.dispatch import recipes
+from datamove.engines import route
+from datamove.rules import shapes
+from datamove.engines.native import engine as native_engine
 
 import reference
 from concurrency import run_threads

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from datamove.cli import main
+from datamove.cli.app import main
 
 from ir_builders import IR
 

@@ -98,7 +98,7 @@ def test_a_manylinux2014_wheel_builds_and_runs_where_there_is_no_compiler(tmp_pa
     done = _run([str(python), str(SMOKE), "--core", "loaded", "--under", str(site)], 300, env=env, cwd=tmp_path)
     assert done.stdout.startswith("ok: ")
     # its core sees this CPU as the checkout's does (linked with zig alone, its CPU detection read nothing: sse2)
-    from datamove.engines import native_engine
+    from datamove.engines.native import engine as native_engine
 
     isa = "import datamove._native as n; print(getattr(n, 'CPU_ISA', None))"
     wheel_isa = _run([str(python), "-c", isa], 60, env=env, cwd=tmp_path).stdout.strip()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove.cli import main
+from datamove.cli.app import main
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples" / "ir"
 
@@ -67,7 +67,7 @@ def test_run_model_saves_an_npz_equal_to_the_ops(capsys, tmp_path):
 
 
 def test_run_model_output_name_is_exact_and_may_be_called_file(tmp_path):
-    from datamove.ir.commands import _save_npz
+    from datamove.cli.models import _save_npz
 
     with open(tmp_path / "o.data", "wb") as file:
         _save_npz(file, {"file": np.arange(3)})
@@ -111,7 +111,7 @@ def test_run_model_help(capsys):
 
 
 def test_is_model_run():
-    from datamove.ir.commands import is_model_run
+    from datamove.cli.models import is_model_run
 
     assert is_model_run(["run", "--engine", "numpy", "m.XML", "-o", "o.npz"])
     assert not is_model_run(["run", "space_to_depth", "a.npy", "b.npy"])

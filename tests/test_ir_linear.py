@@ -258,7 +258,7 @@ def test_a_10_mb_layer_name_is_cut_in_messages(tmp_path, capsys):
     assert "(10000001 characters)" in message and "unknown element_type 'f33'" in message
     assert message.startswith("layer 0 'NNNN") and "MMMM' " in message
 
-    from datamove.cli import main
+    from datamove.cli.app import main
 
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The library adapters (datamove.libraries), the engines' one protocol, and the recipes of every library."""
+"""The library adapters (datamove.arrays.libraries), the engines' one protocol, and the recipes of every library."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove import engines, libraries, recipes, route
-from datamove.call import Call
+from datamove import engines
+from datamove.arrays import libraries
+from datamove.dispatch import recipes
+from datamove.engines import route
+from datamove.engines.call import Call
 from datamove.errors import DataMoveError
 
 from reference import space_to_depth as ref_space_to_depth
@@ -98,8 +101,8 @@ def test_a_call_plans_only_when_an_engine_needs_it():
 def test_select_follows_the_route_table():
     small, large = np.zeros(8, np.uint8), np.zeros(engines.NATIVE_MIN_BYTES, np.uint8)
     assert engines.select("auto", small).__name__.endswith("numpy_engine")
-    assert engines.select("auto", large).__name__.endswith("native_engine")
-    assert engines.select("native", small).__name__.endswith("native_engine")  # forced
+    assert engines.select("auto", large).__name__.endswith("native.engine")
+    assert engines.select("native", small).__name__.endswith("native.engine")  # forced
     assert engines.select("auto", large.astype(object)).__name__.endswith("numpy_engine")
     assert route.able(engines.numpy_facts("auto", small.astype(object))) == ["numpy"]
     with pytest.raises(DataMoveError, match=r"engine 'array_api' cannot take a numpy.ndarray; engines that can: \['numpy'"):
@@ -170,11 +173,11 @@ def test_a_new_library_is_one_subclass(monkeypatch):
 
 def test_no_module_of_a_library_is_imported_to_recognise_one():
     code = ("import sys, numpy as np, datamove as dm; dm.space_to_depth(np.zeros((1, 1, 2, 2)), 'blocks_first', 2);"
-            "dm.libraries.of([1]); print(sorted(m for m in ('torch', 'jax', 'cupy', 'dask', 'array_api_compat') "
+            "dm.arrays.libraries.of([1]); print(sorted(m for m in ('torch', 'jax', 'cupy', 'dask', 'array_api_compat') "
             "if m in sys.modules))")
     import subprocess
     import sys
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
-    assert importlib.util.find_spec("datamove.libraries") is not None
+    assert importlib.util.find_spec("datamove.arrays.libraries") is not None

@@ -1,4 +1,4 @@
-"""The GPU engine's description of each op (datamove.engines.moves), checked without a GPU.
+"""The GPU engine's description of each op (datamove.plans.moves), checked without a GPU.
 
 A NumPy interpreter of a Move (every index of its space at once) must give
 the NumPy engine's result bit for bit, for every op, dtype width, layout,
@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 import datamove as dm
-from datamove import shapes
-from datamove.engines.moves import move
+from datamove.rules import shapes
+from datamove.plans.moves import move
 
 WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 

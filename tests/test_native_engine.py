@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 import datamove as dm
 import reference as ref
-from datamove import engines, plans, shapes
-from datamove.engines import native_engine
-from datamove.engines import strided
-from datamove.engines.strided import _merge, fan_out_first, lower, schedule
+from datamove import engines, shapes
+from datamove.plans import views as plans
+from datamove.engines.native import engine as native_engine
+from datamove.engines.native import strided
+from datamove.engines.native.strided import _merge, fan_out_first, lower, schedule
 from concurrency import run_threads
 from strategies import depth_case, space_batch_case
 
@@ -398,7 +399,7 @@ def test_auto_picks_native_from_the_threshold():
     small = np.zeros(engines.NATIVE_MIN_BYTES - 1, np.uint8).reshape(1, -1)
     large = np.zeros(engines.NATIVE_MIN_BYTES, np.uint8).reshape(1, -1)
     assert engines.select("auto", small).__name__.endswith("numpy_engine")
-    assert engines.select("auto", large).__name__.endswith("native_engine")
+    assert engines.select("auto", large).__name__.endswith("native.engine")
     assert engines.select("auto", large.astype(object)).__name__.endswith("numpy_engine")
     for array in (small, large):
         assert same_bits(dm.space_to_batch(array, [1, 1], [0, 1], [0, 2]), ref.space_to_batch(array, [1, 1], [0, 1], [0, 2]))
@@ -421,7 +422,7 @@ def test_no_temporary_arrays():
     ((2, 9, 40, 40), [1, 1, 3, 3], [0, 0, 1, 1]),  # units from tables, within the bound
     ((3, 16, 46, 46), [1, 1, 4, 4], [0, 0, 1, 1])])
 def test_units_tables_within_the_output_and_1_mib(shape, block, pads, python_lowering):
-    """The lowering's arrays for a step's tables (datamove.engines.units) stay within the output's bytes and
+    """The lowering's arrays for a step's tables (datamove.engines.native.units) stay within the output's bytes and
     1 MiB: a SpaceToBatch whose tables would take more goes to the windows. Bit for bit."""
     data = np.random.default_rng(1).random(shape).astype(np.float32)
     expected = ref.space_to_batch(data, block, pads, pads)
@@ -458,7 +459,7 @@ def test_bad_input_raises_before_any_kernel():
 
 @pytest.fixture
 def python_lowering(monkeypatch):
-    """Calls lowered by the Python side (datamove.engines.native_engine.program, into its cache of programs,
+    """Calls lowered by the Python side (datamove.engines.native.engine.program, into its cache of programs,
     which a test reads; its allocations, which tracemalloc sees), the twin of the core's planner that
     tests/test_planner.py holds it to bit for bit."""
     monkeypatch.setattr(native_engine, "CORE_PLANS", False)
@@ -474,8 +475,8 @@ def streaming(monkeypatch):
 @pytest.fixture
 def windows(monkeypatch):
     """SpaceToBatch with pads as windows and fills, however small its images (no units from tables:
-    datamove.engines.units), for the tests of those kernels; programs made afresh."""
-    from datamove.caches import BoundedCache
+    datamove.engines.native.units), for the tests of those kernels; programs made afresh."""
+    from datamove.arrays.caches import BoundedCache
 
     monkeypatch.setattr(native_engine, "CORE_PLANS", False)  # (the Python side's lowering, the core's twin)
     monkeypatch.setattr(native_engine, "lower_units", lambda *args: None)
@@ -576,7 +577,7 @@ def test_many_python_threads_at_once():
         calls.append((dm.space_to_depth, data, ("depth_first", 4)))
     expected = [op(data, *args, engine="numpy") for op, data, args in calls]
     errors = []
-    from datamove.caches import BoundedCache
+    from datamove.arrays.caches import BoundedCache
 
     before = native_engine._PROGRAMS
     native_engine._PROGRAMS = BoundedCache(2)  # constant eviction: the races the cache must survive
@@ -602,7 +603,7 @@ def test_forked_child_after_use():
     """A child forked after large calls (DataLoader workers, multiprocessing) runs large calls with its own pool."""
     code = (
         "import os, sys, numpy as np, datamove as dm\n"
-        "from datamove.engines import native_engine\n"
+        "from datamove.engines.native import engine as native_engine\n"
         "x = np.random.default_rng(0).random((8, 16, 128, 128)).astype(np.float32)\n"
         "expected = dm.space_to_depth(x, 'blocks_first', 2, engine='numpy')\n"
         "assert (dm.space_to_depth(x, 'blocks_first', 2) == expected).all()\n"
@@ -639,7 +640,7 @@ def test_more_threads_than_cores_take_each_others_pieces():
         "import os, time, numpy as np\n"
         "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
         "import datamove as dm\n"
-        "from datamove.engines import native_engine\n"
+        "from datamove.engines.native import engine as native_engine\n"
         "native_engine.core()\n"
         "dm.set_num_threads(4)\n"
         "rng = np.random.default_rng(7)\n"
@@ -666,7 +667,7 @@ def test_the_pool_grows_while_its_first_calls_run():
     grows again), bit for bit the NumPy engine's, and every worker asked for starts."""
     code = (
         "import time, numpy as np, datamove as dm\n"
-        "from datamove.engines import native_engine\n"
+        "from datamove.engines.native import engine as native_engine\n"
         "native_engine.STREAM_BYTES = 0\n"  # the streamed kernels too, as at 1 GiB
         "x = np.random.default_rng(3).standard_normal((4, 16, 300, 256)).astype(np.float32)\n"
         + _FOUR_CALLS +
@@ -690,7 +691,7 @@ def test_first_calls_from_many_threads_and_a_fork_while_the_pool_grows():
     own pool grows, and nothing hangs."""
     code = (
         "import os, threading, numpy as np, datamove as dm\n"
-        "from datamove.engines import native_engine\n"
+        "from datamove.engines.native import engine as native_engine\n"
         "dm.set_num_threads(12)\n"  # (DATAMOVE_NUM_THREADS is capped to the usable cores)
         "x = np.random.default_rng(4).standard_normal((4, 16, 300, 256)).astype(np.float32)\n"
         + _FOUR_CALLS +
@@ -724,7 +725,7 @@ def test_streamed_calls_from_a_thread_with_the_smallest_stack():
     itself, does not overflow it (with up to 20 KiB of buffers a frame on the stack, it did)."""
     code = (
         "import threading, numpy as np, datamove as dm\n"
-        "from datamove.engines import native_engine\n"
+        "from datamove.engines.native import engine as native_engine\n"
         "native_engine.core()\n"
         "native_engine.STREAM_BYTES = 0\n"
         "threading.stack_size(32768)\n"
@@ -847,7 +848,7 @@ def test_malformed_programs_are_refused():
 
 
 def test_units_programs_with_their_tables():
-    """A UNITS step given in a program (SpaceToBatch of small images, datamove.engines.units): its loops
+    """A UNITS step given in a program (SpaceToBatch of small images, datamove.engines.native.units): its loops
     [count, src_step, unit], [parts, 0, part_step], [unit, 0, 1], then each part's table (input offsets,
     or -2**31 for a zero); what it writes, and malformed ones refused."""
     core = native_engine.core()
@@ -1144,7 +1145,7 @@ def test_narrow_gather_tiles_as_units_of_output(threads, dtype, channels, block)
 _GUARDED = """
 import ctypes, mmap, sys
 import numpy as np, datamove as dm
-from datamove.engines import native_engine
+from datamove.engines.native import engine as native_engine
 native_engine.core()
 native_engine.STREAM_BYTES = 0  # every output streamed
 libc = ctypes.CDLL(None)
@@ -1231,7 +1232,7 @@ def test_no_read_past_the_input():
 def test_windows_of_pixels_only_where_the_core_takes_them():
     """Pixels of 2 to 128 bytes lower to windows in SpaceToBatch only; pixels over 128 bytes or not a power
     of two, and BatchToSpace's scatter windows of pixels, lower to None (the copies then run)."""
-    from datamove.engines.strided import lower_window
+    from datamove.engines.native.strided import lower_window
 
     def nest(op, shape, channels, dtype=np.float32):
         data = np.zeros(shape + (channels,), dtype)
@@ -1506,7 +1507,7 @@ def test_channels_last_batch_to_space_of_small_images_from_tables(monkeypatch, s
     ("batch_to_space", (4 * 64, 16, 3, 3), [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], np.float32),  # NCHW: merge_units
     ("batch_to_space", (4 * 64, 3, 3, 16), [1, 2, 2, 1], [0, 0, 0, 0], [0, 0, 0, 0], np.float32)])  # no crops
 def test_units_left_to_the_other_kernels(op, shape, block, begin, end, dtype):
-    """Where units from tables are not taken (datamove.engines.units): SpaceToBatch with rows of 256 bytes
+    """Where units from tables are not taken (datamove.engines.native.units): SpaceToBatch with rows of 256 bytes
     and more, words other than 4 or 8 bytes, over 64 block offsets, no pads, units over 16384 words or
     tables of over 262144 words together;
     BatchToSpace NCHW (its windows merged in the core) or without crops. Bit for bit."""
@@ -2152,7 +2153,7 @@ def test_plain_scatters_every_short_length(dtype, block, mode):
 def test_the_cores_lowest_address_is_the_lowering_s():
     """_native.lowest (the buffer protocol, no format) gives strided._address for any dtype and layout: negative
     and zero strides, zero-size, read-only, and dtypes with no buffer format; a non-array is a TypeError."""
-    from datamove.engines.strided import _address
+    from datamove.engines.native.strided import _address
 
     core = native_engine.core()
     read_only = np.arange(6.0)
@@ -2181,7 +2182,7 @@ def test_gather_loops_follow_the_input():
     plan = plans.space_to_depth(data.shape, (2, 256, 128, 128), "blocks_first", 2)
     nest = lower(data, np.zeros(plan.out_shape, np.float32), *plan.copies[0])
     assert nest.loops[-3] == (2, 256, 2 * 128 * 128 * 64)  # block rows innermost, as the input runs
-    from datamove.engines.strided import lower_window
+    from datamove.engines.native.strided import lower_window
 
     for height in (64, 256):
         data = np.zeros((1, 1, height, 256), np.uint8)
@@ -2192,7 +2193,7 @@ def test_gather_loops_follow_the_input():
 
 
 def test_large_results_start_on_a_cache_line():
-    from datamove.outputs import LINE_FROM, allocate
+    from datamove.arrays.outputs import LINE_FROM, allocate
 
     for dtype in (np.uint8, np.float32, np.complex128, np.dtype("V3")):
         big = allocate((LINE_FROM // np.dtype(dtype).itemsize + 1,), dtype)

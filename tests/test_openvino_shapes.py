@@ -32,7 +32,7 @@ ov = pytest.importorskip("openvino", reason="OpenVINO is not installed: these te
 from openvino_opset import opset  # noqa: E402
 
 from datamove import DataMoveError, Dim, shapes  # noqa: E402
-from datamove.dims import INT64_MAX  # noqa: E402
+from datamove.rules.dims import INT64_MAX  # noqa: E402
 
 
 

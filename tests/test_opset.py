@@ -14,8 +14,13 @@ import pytest
 import datamove
 import datamove.ir.model
 import datamove.ir.reader
-from datamove import cli, formulas, opset, plans, shapes, torch_onnx
-from datamove.engines import array_api_engine, moves
+from datamove.cli import app as cli
+from datamove.plans import formulas, views as plans
+from datamove import opset
+from datamove.rules import shapes
+from datamove.pytorch import onnx as torch_onnx
+from datamove.engines import array_api_engine
+from datamove.plans import moves
 from datamove.ir.verify import VERIFIED_TYPES
 
 OPS = list(opset.OPS.values())
@@ -45,8 +50,8 @@ def test_every_layer_knows_the_op(op):
     missing = []
     for where, has in [
         ("example in this test", op.name in EXAMPLES),
-        ("shape rule datamove.shapes", hasattr(shapes, op.name) and hasattr(shapes, f"resolve_{op.name}")),
-        ("plan datamove.plans", hasattr(plans, op.name)),
+        ("shape rule datamove.rules.shapes", hasattr(shapes, op.name) and hasattr(shapes, f"resolve_{op.name}")),
+        ("plan datamove.plans.views", hasattr(plans, op.name)),
         ("public function datamove.<op>", callable(getattr(datamove, op.name, None))),
         ("array-API engine formula", op.name in array_api_engine._FORMULAS),
         ("ONNX translation", op.name in torch_onnx.TRANSLATIONS),
@@ -70,7 +75,7 @@ def test_every_path_computes_the_op_alike(op):
     assert op.args(params)[0] == (tuple(args[0]) if op.family == "space" else args[0])
     for engine in ("numpy", "native", "array_api"):
         assert np.array_equal(getattr(datamove, op.name)(x, *args, engine=engine), want), engine
-    assert np.array_equal(formulas.run(formulas.steps(op.name, params, shape), x), want), "datamove.formulas"
+    assert np.array_equal(formulas.run(formulas.steps(op.name, params, shape), x), want), "datamove.plans.formulas"
     # the GPU engine's move (run here by NumPy's strided views of the same description)
     m = moves.move(op.name, params, shape, tuple(s // 4 for s in x.strides), want.shape,
                    tuple(s // 4 for s in want.strides), 4, 16)
@@ -87,7 +92,8 @@ def test_every_path_computes_the_op_alike(op):
 @pytest.mark.parametrize("op", OPS, ids=IDS)
 def test_pytorch_module_and_custom_op(op):
     torch = pytest.importorskip("torch")
-    from datamove import nn, torch_ops
+    from datamove import nn
+    from datamove.pytorch import custom_ops as torch_ops
 
     shape, args = EXAMPLES[op.name]
     x = torch.arange(int(np.prod(shape)), dtype=torch.float32).reshape(shape)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove import outputs
+from datamove.arrays import outputs
 
 from concurrency import run_threads, script_output
 from reference import space_to_depth as reference_space_to_depth
@@ -150,7 +150,7 @@ def test_a_child_forked_while_another_thread_holds_the_pool_allocates():
     """The pool's lock held at fork() (another thread inside ``take``) is the child's own lock, free."""
     code = (
         "import os, signal, numpy as np, datamove as dm\n"
-        "from datamove import outputs\n"
+        "from datamove.arrays import outputs\n"
         "x = np.ones((4, 16, 128, 128), np.float32)\n"
         "expected = dm.space_to_depth(x, 'blocks_first', 2, engine='numpy')\n"
         "outputs._pool._lock.acquire()\n"

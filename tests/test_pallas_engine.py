@@ -17,7 +17,9 @@ jnp = pytest.importorskip("jax.numpy")
 pytest.importorskip("jax.experimental.pallas")
 
 import datamove as dm  # noqa: E402
-from datamove import DataMoveError, arrays, route  # noqa: E402
+from datamove import DataMoveError  # noqa: E402
+from datamove.dispatch import foreign as arrays
+from datamove.engines import route
 from datamove.engines import pallas_engine  # noqa: E402
 
 OPS = ("batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space")

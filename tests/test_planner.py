@@ -1,5 +1,5 @@
 """The compiled planner (``src/native/plan.hpp``) held to the Python side, bit for bit: its plans to
-:mod:`datamove.plans`', its programs to :func:`datamove.engines.native_engine.program`'s, over thousands of
+:mod:`datamove.plans.views`', its programs to :func:`datamove.engines.native.engine.program`'s, over thousands of
 random calls and layouts (ranks 2-6, every item size, permuted, reversed and gapped strides, offsets, the
 three stream modes)."""
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import planner_cases as cases
-from datamove.engines import native_engine
+import datamove.rules.shapes
+from datamove.engines.native import engine as native_engine
 
 native = pytest.importorskip("datamove._native") if native_engine.available() else None
 pytestmark = pytest.mark.skipif(native is None, reason="the compiled core is not loaded")
@@ -42,7 +43,7 @@ def test_calls_bit_for_bit_against_the_numpy_engine():
     """``_native.call`` (planned, lowered and run in one, a new shape's first call) writes what the NumPy engine
     writes, over random calls and layouts, and returns True where its planner took the call."""
     import datamove as dm
-    from datamove.call import Call
+    from datamove.engines.call import Call
 
     rng = np.random.default_rng(1128)
     taken = 0
@@ -52,7 +53,7 @@ def test_calls_bit_for_bit_against_the_numpy_engine():
         data = cases.random_array(rng, data_shape, dtype)
         out = cases.random_array(rng, out_shape, dtype, writable_zero=True)
         expected = getattr(dm, op)(np.array(data), *args, engine="numpy")
-        params = getattr(dm.shapes, "resolve_" + op)(data_shape, *args).params
+        params = getattr(datamove.rules.shapes, "resolve_" + op)(data_shape, *args).params
         call = Call(op, params, data_shape, out_shape)
         stream = int(rng.choice([0, 1, 2]))
         if native.call(*native_engine._core_args(call), data, out, 1, stream, native_engine.RUN_MODES[stream]):

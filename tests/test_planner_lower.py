@@ -1,4 +1,4 @@
-"""The compiled lowering (``src/native/planner/lower.cpp``) held to :func:`datamove.engines.native_engine.program`, bit
+"""The compiled lowering (``src/native/planner/lower.cpp``) held to :func:`datamove.engines.native.engine.program`, bit
 for bit, on the cases random layouts rarely reach (tests/test_planner.py draws small arrays): streamed scatter
 tiles of long rows (``fan_out_first``), large outputs of few rows cut into chunks (``_split``), 5-D
 SpaceToDepth's loops moved out (``runs_together``), windows of pixels and scatter windows, fills, 16-byte
@@ -19,8 +19,9 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import planner_cases as cases
-from datamove import plans, shapes
-from datamove.engines import native_engine, strided
+from datamove.plans import views as plans
+from datamove import shapes
+from datamove.engines.native import engine as native_engine, strided
 
 native = pytest.importorskip("datamove._native") if native_engine.available() else None
 pytestmark = pytest.mark.skipif(native is None, reason="the compiled core is not loaded")

@@ -1,5 +1,5 @@
 """The compiled planner's units from tables (``src/native/planner/units.cpp``) held to
-:func:`datamove.engines.units.lower_units`, bit for bit: over the shared random calls and layouts
+:func:`datamove.engines.native.units.lower_units`, bit for bit: over the shared random calls and layouts
 (``tests/planner_cases.py``), and over calls drawn where units apply (SpaceToBatch with pads of small
 images, channels-last BatchToSpace with crops, NCHW and channels-last, ranks 3-5, items of 4 and 8 bytes,
 permuted, reversed, gapped and not dense outputs, units past SMALL_UNIT_WORDS, strides that reach past a
@@ -21,8 +21,8 @@ from numpy.lib.stride_tricks import as_strided
 
 import planner_cases as cases
 from datamove import shapes
-from datamove.engines import core_format, native_engine, units
-from datamove.engines.strided import _lowest_offset
+from datamove.engines.native import core_format, engine as native_engine, units
+from datamove.engines.native.strided import _lowest_offset
 
 native = pytest.importorskip("datamove._native") if native_engine.available() else None
 pytestmark = pytest.mark.skipif(native is None, reason="the compiled core is not loaded")

@@ -1,4 +1,4 @@
-"""The compiled planner's plans (``src/native/planner/views.cpp``) held to :mod:`datamove.plans`, bit for bit, on the
+"""The compiled planner's plans (``src/native/planner/views.cpp``) held to :mod:`datamove.plans.views`, bit for bit, on the
 calls that tests/test_planner.py's random generator does not reach: empty axes, ranks 2 and 7, blocks of 1
 everywhere and blocks of 5-8, crops that remove whole blocks, the depth ops in 1 and 3 spatial dims; and
 the calls it leaves to the Python side (``plan_flat`` returns None, never crashes): past its bound of 4096
@@ -11,7 +11,7 @@ import pytest
 
 import planner_cases as cases
 from datamove import shapes
-from datamove.engines import native_engine
+from datamove.engines.native import engine as native_engine
 
 native = pytest.importorskip("datamove._native") if native_engine.available() else None
 pytestmark = pytest.mark.skipif(native is None, reason="the compiled core is not loaded")
@@ -92,7 +92,7 @@ def _call(op, shape, args):
         return data, tuple(shapes.batch_to_space(data, *args))
     if op == "depth_to_space" and len(shape) >= 3:
         shape = tuple(shapes.space_to_depth(shape, *args))
-    if len(shape) < 3:  # shapes refuses rank 2; datamove.plans plans it all the same
+    if len(shape) < 3:  # shapes refuses rank 2; datamove.plans.views plans it all the same
         return tuple(shape), tuple(shape)
     return tuple(shape), tuple(getattr(shapes, op)(shape, *args))
 

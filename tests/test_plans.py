@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from datamove import plans, shapes
+from datamove.plans import views as plans
+from datamove import shapes
 from strategies import depth_case, space_batch_case
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 import datamove as dm
 import reference as ref
-from datamove import recipes
+from datamove.dispatch import recipes
 from test_moves import calls
 
 CALLS = [

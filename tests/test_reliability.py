@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove import recipes, shapes
-from datamove.engines import native_engine
+from datamove.dispatch import recipes
+from datamove import shapes
+from datamove.engines.native import engine as native_engine
 
 from concurrency import run_threads, script_output
 
@@ -240,7 +241,7 @@ def test_all_four_ops_from_eight_threads(engine, monkeypatch):
 def test_a_cache_bounded_by_bytes_keeps_its_total_through_puts_deletes_and_clears():
     # BoundedCache's byte bound (the core's programs) keeps a running total: it must match the values held
     # and keep them within maxbytes (the newest alone may exceed it), whatever the mix of operations
-    from datamove.caches import BoundedCache
+    from datamove.arrays.caches import BoundedCache
 
     rng = np.random.default_rng(11)
     cache: BoundedCache[bytes] = BoundedCache(50, maxbytes=20_000)
@@ -259,7 +260,7 @@ def test_a_child_forked_while_another_thread_adds_a_recipe_can_add_its_own():
     """A cache's lock held at fork() (another thread inside ``put``) is renewed in the child, which would wait forever."""
     code = (
         "import os, signal, numpy as np, datamove as dm\n"
-        "from datamove import recipes\n"
+        "from datamove.dispatch import recipes\n"
         "recipes.RECIPES._lock.acquire()\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"

@@ -20,8 +20,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import datamove as dm
-from datamove import ops, recipes
-from datamove.engines import native_engine
+from datamove import ops
+from datamove.dispatch import recipes
+from datamove.engines.native import engine as native_engine
 
 import reference
 from concurrency import run_threads
@@ -316,7 +317,7 @@ def test_without_the_checks_of_repeat_setup_repeats_miss_or_allocate_by_np_empty
     x = _values(shape)
     want = _expected(op, args, x)
     core = _core()
-    from datamove import threads
+    from datamove.engines.native import threads
     try:
         core.repeat_setup(np.ndarray, threads.__dict__, vars(native_engine), (np.empty((2, 3)),), np.empty, None)
         assert core.repeat_facts() == (False, False)

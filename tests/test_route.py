@@ -1,4 +1,4 @@
-"""The route table (datamove.route): plain facts about a call -> its path, tested as a table (no PyTorch, no GPU)."""
+"""The route table (datamove.engines.route): plain facts about a call -> its path, tested as a table (no PyTorch, no GPU)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from datamove import DataMoveError, arrays, route
-from datamove.route import NATIVE_MIN_BYTES as NATIVE, PALLAS_MIN_BYTES as PALLAS, TRITON_MIN_BYTES as GPU, Facts, Route
+from datamove import DataMoveError
+from datamove.dispatch import foreign as arrays
+from datamove.engines import route
+from datamove.engines.route import NATIVE_MIN_BYTES as NATIVE, PALLAS_MIN_BYTES as PALLAS, TRITON_MIN_BYTES as GPU, Facts, Route
 
 BIG, SMALL = 1 << 30, 4096
 T, J, D, C, S = "torch.Tensor", "jax.Array", "dask.array.Array", "cupy.ndarray", "array_api_strict.Array"

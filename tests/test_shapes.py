@@ -1,4 +1,4 @@
-"""``datamove.shapes``: OpenVINO's shape-inference rules, intervals, unknowns and validation.
+"""``datamove.rules.shapes``: OpenVINO's shape-inference rules, intervals, unknowns and validation.
 
 Sections:
 
@@ -31,8 +31,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import datamove as dm
-from datamove import DataMoveError, Dim, shapes
-from datamove.dims import INT64_MAX
+from datamove import DataMoveError, Dim
+from datamove.rules import shapes
+from datamove.rules.dims import INT64_MAX
 from strategies import depth_case, space_batch_case
 
 MODES = ("blocks_first", "depth_first")

@@ -1,4 +1,4 @@
-"""The four operations on TensorFlow's own tensors (``datamove.tensorflow_ops``), against TensorFlow itself.
+"""The four operations on TensorFlow's own tensors (``datamove.dispatch.tensorflow``), against TensorFlow itself.
 
 Eager tensors and variables, ``tf.function`` with unknown dims (one trace for every size), ``jit_compile=True``,
 ``tf.GradientTape`` against TensorFlow's own ops' gradients, SavedModel export and reload, and every rule broken:
@@ -227,7 +227,7 @@ def test_savedmodel_export_and_reload(tmp_path):
 # ------------------------------------------------------------------ every rule broken
 
 
-BROKEN = [  # (op, shape, args, kwargs): each breaks one rule of datamove.shapes
+BROKEN = [  # (op, shape, args, kwargs): each breaks one rule of datamove.rules.shapes
     ("space_to_depth", (1, 3, 4, 6), ("blocks_first", 4), {}),                           # D not divisible
     ("space_to_depth", (1, 3, 4), ("blocks-first", 2), {}),                               # mode
     ("space_to_depth", (1, 4, 4, 3), ("blocks_first", 0), {"data_format": "channels_last"}),  # block_size >= 1

@@ -2,7 +2,7 @@
 
 From the third call of a layout (shape, strides, dtype, device, lazy bits), a
 CPU tensor's call runs on the core from ``tensor.data_ptr()`` into a new
-tensor, with no NumPy view of the input (``datamove.recipes._torch_core``),
+tensor, with no NumPy view of the input (``datamove.dispatch.recipes._torch_core``),
 SpaceToDepth and DepthToSpace through ``datamove.ops``' own door for tensors.
 Each test here changes something a cached path could miss and compares the
 results with the NumPy engine's, bit for bit. (About 10 s.)
@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove import libraries, ops, recipes
-from datamove.engines import native_engine
+from datamove.arrays import libraries
+from datamove import ops
+from datamove.dispatch import recipes
+from datamove.engines.native import engine as native_engine
 
 from concurrency import run_threads, script_output
 

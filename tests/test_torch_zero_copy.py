@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import datamove as dm
-from datamove import libraries
+from datamove.arrays import libraries
 
 torch = pytest.importorskip("torch")
 

@@ -129,7 +129,8 @@ def test_the_user_script_runs():
 
 
 def test_the_literals_are_the_values_the_operations_accept():
-    from datamove import engines, params
+    from datamove import engines
+    from datamove.rules import params
     from datamove.compat import onnx, tensorflow
     from datamove.typing import DataFormat, Engine, Mode, OnnxMode, TensorFlowDataFormat
 

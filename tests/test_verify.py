@@ -29,7 +29,7 @@ import pytest
 import datamove
 import datamove.ops
 import verify_models as models
-from datamove.cli import main
+from datamove.cli.app import main
 from datamove.errors import DataMoveError
 from datamove.ir import LayerReport, VerifyReport, verify
 
@@ -349,7 +349,7 @@ def test_without_openvino(monkeypatch, good_input, capsys):
 
 
 def test_import_does_not_import_openvino():
-    code = ("import sys, datamove, datamove.ir, datamove.cli; datamove.cli.build_parser(); "
+    code = ("import sys, datamove, datamove.ir, datamove.cli.app; datamove.cli.app.build_parser(); "
             "from datamove.ir import verify; import datamove.ir.verify; "
             "assert datamove.ir.verify is verify and callable(verify); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('openvino', 'tensorflow', 'torch')))")

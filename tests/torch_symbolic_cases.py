@@ -1,6 +1,6 @@
 """Every dim symbolic in PyTorch: torch.compile(dynamic=True), torch.export with Dims, both ONNX exporters with
-dynamic dims, torch.jit.trace and torch.jit.script; the graphs take sizes they never saw (datamove.torch_ops'
-fake implementations, datamove.torch_onnx).
+dynamic dims, torch.jit.trace and torch.jit.script; the graphs take sizes they never saw (datamove.pytorch.custom_ops'
+fake implementations, datamove.pytorch.onnx).
 
 Run by tests/test_torch_symbolic.py in a process of its own: torch.compile and torch.export import Triton, which
 aborts a process that has loaded TensorFlow's or jaxlib's LLVM (as the rest of the suite does).

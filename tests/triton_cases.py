@@ -22,7 +22,9 @@ pytest.importorskip("triton")
 
 import datamove as dm  # noqa: E402
 from datamove import DataMoveError  # noqa: E402
-from datamove import arrays, route, torch_ops  # noqa: E402
+from datamove.dispatch import foreign as arrays  # noqa: E402
+from datamove.engines import route
+from datamove.pytorch import custom_ops as torch_ops
 from datamove.engines import triton_engine  # noqa: E402
 from test_moves import calls  # noqa: E402  (the same random calls as the Move's own test)
 
@@ -248,7 +250,7 @@ def test_repeated_calls_plan_one_launch_per_alignment():
         for _ in range(2):
             got = dm.space_to_depth(data, "blocks_first", 2, engine="triton")
             assert bits(got) == expected.tobytes() and got.is_contiguous(), offset
-    from datamove import recipes
+    from datamove.dispatch import recipes
 
     planned = [r.gpu for k, r in recipes.RECIPES.items() if isinstance(r, recipes.TorchRecipe) and r.engine == "triton"
                and r.call.op == "space_to_depth" and r.call.in_shape == (1, 4, 4, 8) and torch.uint8 in k]
@@ -322,8 +324,8 @@ def _compile_for_hopper(op, shape, args, item, layout):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from datamove import shapes
-    from datamove.engines import moves
+    from datamove.rules import shapes
+    from datamove.plans import moves
     from datamove.engines.triton_kernels import move_kernel
 
     def c_strides(dims):

@@ -14,11 +14,11 @@ True
 from typing import TYPE_CHECKING, Any
 
 from . import shapes
-from .dims import Dim
+from .rules.dims import Dim
 from .errors import DataMoveError
 from .ops import batch_to_space, depth_to_space, space_to_batch, space_to_depth
-from .permutations import channel_permutation
-from .threads import get_num_threads, set_num_threads
+from .rules.permutations import channel_permutation
+from .engines.native.threads import get_num_threads, set_num_threads
 
 __all__ = [
     "DataMoveError",
@@ -50,12 +50,12 @@ def __getattr__(name: str) -> Any:
 
 
 def _register_torch_ops() -> None:
-    # torch.compile cannot trace the registration of torch.ops.datamove.* (datamove.arrays.compiled_call):
+    # torch.compile cannot trace the registration of torch.ops.datamove.* (datamove.dispatch.foreign.compiled_call):
     # done here when PyTorch is already loaded, else on the first call with a tensor
     import sys
 
     if "torch" in sys.modules:
-        from . import torch_ops
+        from .pytorch import custom_ops as torch_ops
 
         torch_ops.custom_ops()
 
@@ -68,7 +68,7 @@ def _load_core() -> None:
     # The compiled core (a small extension module) and its Python side load with the package, about
     # 1.5 ms, not inside the first large call, which then runs at steady speed. Without a built core,
     # small calls still work and the first large one raises the ImportError that names the fix.
-    from .engines import native_engine
+    from .engines.native import engine as native_engine
 
     try:
         native_engine.core()

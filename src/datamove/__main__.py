@@ -1,4 +1,4 @@
-"""``python -m datamove``: the ``datamove`` command (see :mod:`datamove.cli`)."""
+"""``python -m datamove``: the ``datamove`` command (see :mod:`datamove.cli.app`)."""
 
 import sys
 

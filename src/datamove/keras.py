@@ -4,7 +4,7 @@
 :class:`BatchToSpace` hold their parameters, checked when the layer is built
 (the operations' own rules and messages), and compute through ``keras.ops``
 only (the spec's pad/reshape/transpose/reshape/crop,
-``datamove.formulas.follow``), so they run on every Keras backend
+``datamove.plans.formulas.follow``), so they run on every Keras backend
 (TensorFlow, JAX, PyTorch), inside ``jit``/``tf.function``, with gradients.
 ``compute_output_shape`` is :mod:`datamove.shapes`' (a dim Keras does not
 know stays ``None``), the rules on known sizes raise
@@ -43,9 +43,10 @@ except ModuleNotFoundError as exc:  # pragma: no cover - keras is a test extra (
         "datamove.keras needs Keras 3 (pip install keras, and a backend: tensorflow, jax or torch)", name=exc.name
     ) from exc
 
-from . import formulas, shapes
-from .params import data_format_arg
-from .typing import DataFormat, IntVector, Mode
+from .plans import formulas
+from .rules import shapes
+from .rules.params import data_format_arg
+from .rules.types import DataFormat, IntVector, Mode
 
 __all__ = ["SpaceToDepth", "DepthToSpace", "SpaceToBatch", "BatchToSpace"]
 

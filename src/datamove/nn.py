@@ -44,10 +44,11 @@ except ModuleNotFoundError as exc:  # pragma: no cover - torch is a test extra
         name=exc.name,
     ) from exc
 
-from . import ops, shapes
+from . import ops
+from .rules import shapes
 from .errors import DataMoveError
-from . import torch_ops
-from .typing import DataFormat, IntVector, Mode
+from .pytorch import custom_ops as torch_ops
+from .rules.types import DataFormat, IntVector, Mode
 
 __all__ = ["SpaceToDepth", "DepthToSpace", "SpaceToBatch", "BatchToSpace"]
 

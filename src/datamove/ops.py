@@ -1,10 +1,10 @@
 """The four operations: validate (``shapes``), then run the call's recipe (``recipes``), which an engine executes.
 
 A call is keyed (op, parameters, the input's layout and library); a repeated
-call finds its :class:`~datamove.recipes.Recipe` and skips everything but the
+call finds its :class:`~datamove.dispatch.recipes.Recipe` and skips everything but the
 copy. A new one is validated by the shape rule, becomes a
-:class:`~datamove.call.Call`, and its recipe is made with the path the route
-table gives (:mod:`datamove.route`). Everything is checked before any memory
+:class:`~datamove.engines.call.Call`, and its recipe is made with the path the route
+table gives (:mod:`datamove.engines.route`). Everything is checked before any memory
 is touched, so bad input never leaves a partial write in ``out``.
 """
 
@@ -16,17 +16,20 @@ from typing import Any, Callable, Dict, Hashable, Optional, SupportsIndex, Tuple
 
 import numpy as np
 
-from . import arrays, libraries, params, recipes, shapes, tensorflow_ops, torch_ops
-from .call import Call
-from .engines import native_engine
-from .dims import INT64_MAX
+from .dispatch import foreign, recipes, tensorflow as tensorflow_ops
+from .arrays import libraries
+from .rules import params, shapes
+from .pytorch import custom_ops as torch_ops
+from .engines.call import Call
+from .engines.native import engine as native_engine
+from .rules.dims import INT64_MAX
 from .errors import DataMoveError, brief, number
-from .outputs import LINE_FROM as _LINE_FROM, allocate as _allocate, check_out as _check_out, refuse_masked as _refuse_masked
-from .typing import ArrayT, DataFormat, Engine, IntVector, Mode
+from .arrays.outputs import LINE_FROM as _LINE_FROM, allocate as _allocate, check_out as _check_out, refuse_masked as _refuse_masked
+from .rules.types import ArrayT, DataFormat, Engine, IntVector, Mode
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
-# A repeated call with the same shapes skips validation and planning (see datamove.recipes).
+# A repeated call with the same shapes skips validation and planning (see datamove.dispatch.recipes).
 _RECIPES = recipes.RECIPES
 #: The core's repeated calls (``src/native/runtime/repeat.cpp``): a NumPy call whose kept recipe has run on the
 #: core (its op, parameters as given, engine, input layout and dtype; out's layout) is run again there
@@ -36,7 +39,7 @@ _repeated = native_engine.repeated_calls()
 
 def _tensor_repeat(op: str, data: Any, mode: Any, block_size: Any, data_format: Any, engine: Any) -> Any:
     """A PyTorch tensor's repeated depth call without ``out=`` by its recipe's own path
-    (:class:`datamove.recipes.TorchRecipe`'s ``fast``: the core by the tensor's address, or PyTorch's op),
+    (:class:`datamove.dispatch.recipes.TorchRecipe`'s ``fast``: the core by the tensor's address, or PyTorch's op),
     with no step between: the result, or None (no such recipe, parameters not in the recipes' exact form,
     channels last, or a tensor torch.compile or torch.jit traces, which takes the custom op)."""
     torch = sys.modules.get("torch")
@@ -59,7 +62,7 @@ def _as_array(data: Any) -> Any:
     if data is None or isinstance(data, (str, bytes, dict, set)):
         raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
     if libraries.foreign(data):
-        return libraries.checked(data)  # not converted: datamove.arrays runs it in its own library
+        return libraries.checked(data)  # not converted: datamove.dispatch.foreign runs it in its own library
     try:
         return np.asarray(data)
     except Exception as exc:
@@ -77,7 +80,7 @@ def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
                             "more than an array can hold (2**63 - 1)")
 
 
-#: The keys of calls made once by the core in one call (:func:`~datamove.engines.native_engine.first_call`),
+#: The keys of calls made once by the core in one call (:func:`~datamove.engines.native.engine.first_call`),
 #: whose recipe the key's next call makes: a shape seen once costs no recipe. (A first call into a new array,
 #: by the core's ``first``, is kept in the core's own table, which says when its next call is the recipe's:
 #: :func:`_first`.) A plain dict (its get and set are atomic), forgotten whole at the recipes' bound.
@@ -116,8 +119,8 @@ def _seen(recipe_key: Optional[Hashable]) -> None:
 
 def _first(op: str, recipe_key: Hashable, data: Any, a: Any, b: Any, c: Any, engine: str, out: Any = None) -> Any:
     """A NumPy array's first call of a layout (depth ops channels first), into a new array or an ``out=``
-    ndarray: the rules' straight path (:func:`datamove.shapes.static_depth_shape`,
-    :func:`~datamove.shapes.static_space_shape`) and the core in one call, its program kept there, nothing
+    ndarray: the rules' straight path (:func:`datamove.rules.shapes.static_depth_shape`,
+    :func:`~datamove.rules.shapes.static_space_shape`) and the core in one call, its program kept there, nothing
     else made (:func:`_run` makes a ``Resolved``, a ``Call`` and a recipe); None, nothing done, for any call
     that path does not take, which :func:`_run` then validates and runs. ``(a, b, c)``: ``(mode, block_size,
     "channels_first")`` or ``(block_shape, begin, end)``. An ``out=`` is checked here as :func:`_run` checks
@@ -163,7 +166,7 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
     if data_format == "channels_first":
         return function(data, mode, block_size, out=out, engine=engine)
     resolve = shapes.resolve_space_to_depth if function is space_to_depth else shapes.resolve_depth_to_space
-    traced = arrays.compiling(data)  # a torch.Tensor (asked first: Dynamo cannot trace libraries' cache)
+    traced = foreign.compiling(data)  # a torch.Tensor (asked first: Dynamo cannot trace libraries' cache)
     library = "torch" if traced else _library(data)
     if library == "numpy":
         data = _as_array(data)
@@ -275,8 +278,8 @@ def batch_to_space(data: ArrayT, block_shape: IntVector, crops_begin: IntVector,
     library = None
     if type(data) is not np.ndarray:
         # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
-        if arrays.compiling(data):  # traced by torch.compile: the custom op
-            return arrays.compiled_call("batch_to_space", (block_shape, crops_begin, crops_end), data, out)
+        if foreign.compiling(data):  # traced by torch.compile: the custom op
+            return foreign.compiled_call("batch_to_space", (block_shape, crops_begin, crops_end), data, out)
         library = libraries.of(data)
         if library is not libraries.TORCH and libraries.tensorflow(data):  # TensorFlow's ops: graphs, XLA
             return tensorflow_ops.call("batch_to_space", data, (block_shape, crops_begin, crops_end), None, out, engine)
@@ -330,8 +333,8 @@ def space_to_batch(data: ArrayT, block_shape: IntVector, pads_begin: IntVector, 
     library = None
     if type(data) is not np.ndarray:
         # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
-        if arrays.compiling(data):  # traced by torch.compile: the custom op
-            return arrays.compiled_call("space_to_batch", (block_shape, pads_begin, pads_end), data, out)
+        if foreign.compiling(data):  # traced by torch.compile: the custom op
+            return foreign.compiled_call("space_to_batch", (block_shape, pads_begin, pads_end), data, out)
         library = libraries.of(data)
         if library is not libraries.TORCH and libraries.tensorflow(data):  # TensorFlow's ops: graphs, XLA
             return tensorflow_ops.call("space_to_batch", data, (block_shape, pads_begin, pads_end), None, out, engine)
@@ -409,7 +412,7 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     library = None
     if type(data) is not np.ndarray:
         # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
-        traced = arrays.compiling(data)
+        traced = foreign.compiling(data)
         if not traced:
             library = libraries.of(data)
             if library is not libraries.TORCH and libraries.tensorflow(data):  # TensorFlow's ops: graphs, XLA
@@ -418,7 +421,7 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
         return _channels_last(space_to_depth, data, mode, block_size, data_format, out, engine)
     recipe_key: Optional[Hashable]
     if traced:  # traced by torch.compile: the custom op, one node of the graph
-        return arrays.compiled_call("space_to_depth", (mode, block_size), data, out)
+        return foreign.compiled_call("space_to_depth", (mode, block_size), data, out)
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NumPy's key, inlined
     elif library is libraries.TORCH and type(mode) is str and type(block_size) is int and type(engine) is str:
@@ -486,7 +489,7 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     library = None
     if type(data) is not np.ndarray:
         # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
-        traced = arrays.compiling(data)
+        traced = foreign.compiling(data)
         if not traced:
             library = libraries.of(data)
             if library is not libraries.TORCH and libraries.tensorflow(data):  # TensorFlow's ops: graphs, XLA
@@ -495,7 +498,7 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
         return _channels_last(depth_to_space, data, mode, block_size, data_format, out, engine)
     recipe_key: Optional[Hashable]
     if traced:  # traced by torch.compile: the custom op, one node of the graph
-        return arrays.compiled_call("depth_to_space", (mode, block_size), data, out)
+        return foreign.compiled_call("depth_to_space", (mode, block_size), data, out)
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
         recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NumPy's key, inlined
     elif library is libraries.TORCH and type(mode) is str and type(block_size) is int and type(engine) is str:
@@ -517,7 +520,7 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
 
 
 def _custom_op_body(op: str, args: Tuple[Any, ...], data: Any) -> Any:
-    """The body of ``torch.ops.datamove.<op>`` (:mod:`datamove.torch_ops`): the GPU kernel where it runs
+    """The body of ``torch.ops.datamove.<op>`` (:mod:`datamove.pytorch.custom_ops`): the GPU kernel where it runs
     (validated by the shape rule), else this module's eager call."""
     from .engines import triton_engine
 

@@ -4,7 +4,7 @@ Each :class:`Op` says what every layer needs to know about an operation: its
 name in datamove, its OpenVINO type and opset, its parameters in call order
 (for the CLI, the IR and the PyTorch custom ops), the operation that undoes it
 (the adjoint, used for gradients), and its shape rule and plan (in
-:mod:`datamove.shapes` and :mod:`datamove.plans`). Adding an operation is its
+:mod:`datamove.shapes` and :mod:`datamove.plans.views`). Adding an operation is its
 rule, its plan, an entry here, and each engine's function; the test
 ``tests/test_opset.py`` reports whatever a new entry still lacks.
 
@@ -48,22 +48,22 @@ class Op(NamedTuple):
 
     @property
     def shape_rule(self) -> Callable[..., Any]:
-        """``datamove.shapes.<name>``: ``(data_shape, *params) -> output shape``."""
-        from . import shapes
+        """``datamove.rules.shapes.<name>``: ``(data_shape, *params) -> output shape``."""
+        from .rules import shapes
 
         return getattr(shapes, self.name)  # type: ignore[no-any-return]
 
     @property
     def resolve(self) -> Callable[..., Any]:
-        """``datamove.shapes.resolve_<name>``: the rule with its normalised parameters."""
-        from . import shapes
+        """``datamove.rules.shapes.resolve_<name>``: the rule with its normalised parameters."""
+        from .rules import shapes
 
         return getattr(shapes, f"resolve_{self.name}")  # type: ignore[no-any-return]
 
     @property
     def plan(self) -> Callable[..., Any]:
-        """``datamove.plans.<name>``: the output as strided views of the input."""
-        from . import plans
+        """``datamove.plans.views.<name>``: the output as strided views of the input."""
+        from .plans import views as plans
 
         return getattr(plans, self.name)  # type: ignore[no-any-return]
 

@@ -42,7 +42,7 @@
 // array (run takes the arrays themselves and reads their extents from the
 // buffer protocol), any tile whose loops are not the shape its kernels assume,
 // and any count, stride or cost that would overflow. The tiles (see
-// datamove.engines.native_engine):
+// datamove.engines.native.engine):
 //
 //   CONTIGUOUS   loop 0 contiguous on both sides: a memcpy per row
 //   GATHER<B>    loop 1 = (B, 1, d1), loop 0 = (n, B, 1): B output rows from one input run

@@ -2,13 +2,13 @@
 // program the kernels run (common.hpp's format), in C++, so that a new shape costs microseconds.
 //
 // Three stages, one file each in planner/ (planner.cpp compiles them as one):
-//   views.cpp   plan_views: the output as strided views of the input (datamove.plans' Plan: copies, fills,
+//   views.cpp   plan_views: the output as strided views of the input (datamove.plans.views' Plan: copies, fills,
 //               windows, window fills, the source); from the op's shapes and parameters only.
 //   lower.cpp   lower_program: those views over two concrete layouts as the program's steps (merged dims,
-//               widest word, loop order, tile kind, tiles cut for the threads; datamove.engines.strided
-//               and native_engine's _split/_windowed/program).
+//               widest word, loop order, tile kind, tiles cut for the threads; datamove.engines.native.strided
+//               and engines.native.engine's _split/_windowed/program).
 //   units.cpp   lower_units: SpaceToBatch and BatchToSpace of small images as units from tables
-//               (datamove.engines.units), which lower_program tries first.
+//               (datamove.engines.native.units), which lower_program tries first.
 // The Python side validates (datamove.shapes, the one place for the rules) before any of this runs.
 
 #pragma once
@@ -22,9 +22,9 @@ namespace dm::planner {
 enum Op { BATCH_TO_SPACE = 0, SPACE_TO_BATCH = 1, SPACE_TO_DEPTH = 2, DEPTH_TO_SPACE = 3 };
 
 // The planner's measured thresholds (each one's measurement is where the Python twin, which reads them from
-// the core's exports, uses it: datamove.engines.native_engine, strided, units).
+// the core's exports, uses it: datamove.engines.native.engine, strided, units).
 // A nest whose rows are fewer than kMinRows has its tile cut for the threads: into chunks of kChunkWords
-// words, or fewer, none under kMinChunkBytes; steps under kSharedBytes are left whole (native_engine._split).
+// words, or fewer, none under kMinChunkBytes; steps under kSharedBytes are left whole (engines.native.engine._split).
 constexpr int64_t kMinRows = 64;
 constexpr int64_t kChunkWords = int64_t(1) << 14;
 constexpr int64_t kMinChunkBytes = int64_t(16) << 10;
@@ -57,7 +57,7 @@ struct Call {
     int64_t block_size = 1;
 };
 
-// Element k of a view's index space is array[start + sum_j k_j * step_j along axis_j] (datamove.plans.View).
+// Element k of a view's index space is array[start + sum_j k_j * step_j along axis_j] (datamove.plans.views.View).
 struct Dim {
     int64_t axis, count, step;
     bool operator==(const Dim& o) const { return axis == o.axis && count == o.count && step == o.step; }
@@ -66,14 +66,14 @@ struct View {
     std::vector<int64_t> start;  // one per array axis
     std::vector<Dim> dims;
 };
-// datamove.plans.Window: a copy over whole blocks of the window axis keeping positions lo <= t < hi.
+// datamove.plans.views.Window: a copy over whole blocks of the window axis keeping positions lo <= t < hi.
 struct Window {
     View src, dst;
     int64_t lo = 0, hi = 0;
     int space = 0;  // 0: "src" (SpaceToBatch), 1: "dst" (BatchToSpace)
     int64_t trailing = 0;
 };
-// datamove.plans.Plan.
+// datamove.plans.views.Plan.
 struct Plan {
     std::vector<int64_t> in_shape, out_shape;
     std::vector<std::pair<View, View>> copies;
@@ -92,13 +92,13 @@ struct Layout {
     uint64_t address = 0;
 };
 
-// The plan of a call (datamove.plans.<op>). False where it would be too large to plan here (more than
+// The plan of a call (datamove.plans.views.<op>). False where it would be too large to plan here (more than
 // 4096 views: views.cpp's kMaxViews) or is malformed: the caller plans it in Python.
 bool plan_views(const Call& call, Plan* plan);
-// The program of a plan over data and out (datamove.engines.native_engine.program's bytes, as int64s):
-// `stream` is native_engine.streamed()'s (0, 1, 2). False where the lowering cannot take it.
+// The program of a plan over data and out (datamove.engines.native.engine.program's bytes, as int64s):
+// `stream` is engines.native.engine.streamed()'s (0, 1, 2). False where the lowering cannot take it.
 bool lower_program(const Plan& plan, const Layout& data, const Layout& out, int stream, std::vector<int64_t>* program);
-// The steps of a plan as units from tables (datamove.engines.units.lower_units), appended to `steps` (each
+// The steps of a plan as units from tables (datamove.engines.native.units.lower_units), appended to `steps` (each
 // step's int64s, one vector a step); false where it takes none (then nothing is appended).
 bool lower_units(const Plan& plan, const Layout& data, const Layout& out, std::vector<std::vector<int64_t>>* steps);
 
@@ -109,7 +109,7 @@ inline int64_t floordiv(int64_t a, int64_t b) {
 }
 inline int64_t floormod(int64_t a, int64_t b) { return a - floordiv(a, b) * b; }
 
-// A plan as flat int64s, for the tests that hold it to datamove.plans' (tests/planner_cases.py writes the
+// A plan as flat int64s, for the tests that hold it to datamove.plans.views' (tests/planner_cases.py writes the
 // same from Python):
 //   in_rank, in_shape..., out_rank, out_shape...,
 //   ncopies, (view src, view dst)..., nfills, view..., nwindows, (view src, view dst, lo, hi, space,

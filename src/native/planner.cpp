@@ -3,9 +3,9 @@
 // EPYC, GCC 12), a new shape's planning as fast. (At -O2, 5.9 s, SpaceToBatch with pads of small images
 // planned 16% slower: 32.6 us against 28.0.)
 //
-//   planner/views.cpp       plan_views: the op's views of its input (datamove.plans)
+//   planner/views.cpp       plan_views: the op's views of its input (datamove.plans.views)
 //   planner/lower.cpp       lower_program: the views over two layouts as the program's steps
-//   planner/units.cpp       lower_units: small images as units from tables (datamove.engines.units)
+//   planner/units.cpp       lower_units: small images as units from tables (datamove.engines.native.units)
 //   planner/planner_py.cpp  the planner's Python functions (module.cpp lists them)
 
 #include "planner/views.cpp"

@@ -21,17 +21,17 @@ bool program_of(Call* call, const Layout& data, const Layout& out, int stream, s
 // program(op, block, begin, end, mode, block_size, data, out, stream) -> bytes or None: the program of a
 // validated call (datamove.shapes has checked it; data's and out's shapes are its input's and output's)
 // over these two arrays, planned and lowered here (plan_views, lower_program), `stream` as
-// datamove.engines.native_engine.streamed() says; None where the planner takes none (the Python side then
+// datamove.engines.native.engine.streamed() says; None where the planner takes none (the Python side then
 // plans it).
 PyObject* py_program(PyObject*, PyObject* args);
 // plan_flat(op, in_shape, out_shape, block, begin, end, mode, block_size) -> bytes or None: plan_views's
-// plan, encoded (plan.hpp), for the tests that hold it to datamove.plans'.
+// plan, encoded (plan.hpp), for the tests that hold it to datamove.plans.views'.
 PyObject* py_plan_flat(PyObject*, PyObject* args);
 // lower_flat(plan, data, out, stream) -> bytes or None: lower_program's program of an encoded plan over
-// two arrays (buffer protocol), for the tests that hold it to datamove.engines.native_engine.program's.
+// two arrays (buffer protocol), for the tests that hold it to datamove.engines.native.engine.program's.
 PyObject* py_lower_flat(PyObject*, PyObject* args);
 // units_flat(plan, data, out) -> bytes or None: lower_units's steps of an encoded plan as a program (the
-// step count, then the steps), for the tests that hold them to datamove.engines.units.lower_units'.
+// step count, then the steps), for the tests that hold them to datamove.engines.native.units.lower_units'.
 PyObject* py_units_flat(PyObject*, PyObject* args);
 
 }  // namespace dm::planner

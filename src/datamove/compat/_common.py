@@ -2,7 +2,7 @@
 
 The front ends only reshape and transpose (views, for NumPy); every element is
 moved by one of the four core ops. Arrays of other libraries (PyTorch, JAX,
-CuPy, Dask, array-API arrays: the ops' own test, :func:`datamove.libraries.foreign`)
+CuPy, Dask, array-API arrays: the ops' own test, :func:`datamove.arrays.libraries.foreign`)
 are passed through untouched, so the core op decides who can take them and a
 lazy Dask array stays lazy; their reshape/transpose goes through
 ``array_api_compat``, imported only then.
@@ -15,9 +15,9 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import libraries
+from ..arrays import libraries
 from ..errors import brief
-from ..params import int_scalar
+from ..rules.params import int_scalar
 
 __all__ = ["as_array", "shape_of", "reshape", "positive_int"]
 

@@ -19,7 +19,7 @@ from typing import Any, Dict, SupportsIndex, Tuple
 
 from .. import ops
 from ..errors import DataMoveError
-from ..typing import ArrayT, Mode, OnnxMode
+from ..rules.types import ArrayT, Mode, OnnxMode
 from ._common import as_array, positive_int, shape_of
 
 __all__ = ["space_to_depth", "depth_to_space", "MODES"]

@@ -13,7 +13,7 @@ one core op:
 
 TensorFlow's own tensors and variables (eager, or symbolic inside
 ``tf.function``, with ``jit_compile=True`` too) run on TensorFlow's ops
-(see ``datamove.tensorflow_ops``) and give a ``tf.Tensor``; a dim unknown
+(see ``datamove.dispatch.tensorflow``) and give a ``tf.Tensor``; a dim unknown
 while tracing skips the checks below that need it, and the core op checks
 it when the graph runs.
 
@@ -32,10 +32,12 @@ from typing import Any, Callable, List, SupportsIndex, Tuple, Union
 
 import numpy as np
 
-from .. import libraries, ops, tensorflow_ops
+from ..arrays import libraries
+from .. import ops
+from ..dispatch import tensorflow as tensorflow_ops
 from ..errors import DataMoveError
-from ..params import int_vector
-from ..typing import ArrayT, IntPairs, IntVector, TensorFlowDataFormat
+from ..rules.params import int_vector
+from ..rules.types import ArrayT, IntPairs, IntVector, TensorFlowDataFormat
 from ._common import as_array, positive_int, product, reshape, shape_of
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, SupportsIndex, Tuple, overload
 
 from .. import ops
 from ..errors import DataMoveError
-from ..typing import ArrayT, ScalarT
+from ..rules.types import ArrayT, ScalarT
 from ._common import as_array, positive_int, product, reshape, shape_of
 
 if TYPE_CHECKING:  # named for type checkers only: PyTorch is never imported here

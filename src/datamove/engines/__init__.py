@@ -3,7 +3,7 @@
 Every engine module has one protocol:
 
 * ``can_take(array) -> bool``: whether it can run on this array;
-* ``run(call, data, out) -> array``: the :class:`~datamove.call.Call` applied
+* ``run(call, data, out) -> array``: the :class:`~datamove.engines.call.Call` applied
   to ``data``, written into ``out`` (already checked by the dispatcher: the
   output's shape, dtype and library, not overlapping ``data``) and returned,
   or, with ``out=None``, into a new array of ``data``'s library.
@@ -11,13 +11,13 @@ Every engine module has one protocol:
 ``numpy`` and ``native`` execute the call's plan (``execute(plan, data,
 out)``, which the recipes call directly); ``array_api`` and ``triton``
 work from the op and its parameters. Which engine runs a call is the route
-table's answer (:mod:`datamove.route`); engines are imported only when chosen.
+table's answer (:mod:`datamove.engines.route`); engines are imported only when chosen.
 Adding an engine is a module with these two functions, its name in
 ``route.ENGINES`` and :data:`_MODULES`, and its row in the route table.
 
 >>> import numpy as np
 >>> select("auto", np.zeros(NATIVE_MIN_BYTES, np.uint8)).__name__
-'datamove.engines.native_engine'
+'datamove.engines.native.engine'
 >>> select("auto", np.zeros(4, np.uint8)).__name__
 'datamove.engines.numpy_engine'
 """
@@ -29,18 +29,18 @@ from typing import TYPE_CHECKING, Any, Dict, Protocol, cast
 
 import numpy as np
 
-from .. import route
+from . import route
 from ..errors import DataMoveError, brief
-from ..route import ENGINES, NATIVE_MIN_BYTES  # the route table's names and threshold
+from .route import ENGINES, NATIVE_MIN_BYTES  # the route table's names and threshold
 
 if TYPE_CHECKING:
-    from ..call import Call
+    from .call import Call
 
 __all__ = ["ENGINES", "NATIVE_MIN_BYTES", "Engine", "get", "select", "numpy_facts", "core_loads", "check_name"]
 
 
 # The engines this version provides, by module.
-_MODULES = {"numpy": "numpy_engine", "native": "native_engine", "array_api": "array_api_engine", "triton": "triton_engine",
+_MODULES = {"numpy": "numpy_engine", "native": "native.engine", "array_api": "array_api_engine", "triton": "triton_engine",
             "pallas": "pallas_engine"}
 
 
@@ -92,7 +92,7 @@ def core_loads(engine: str, nbytes: int, plain: bool = True) -> bool:
     global _loaded
     if _loaded:
         return True
-    from . import native_engine
+    from .native import engine as native_engine
 
     _loaded = native_engine.available()
     if not _loaded and engine == "auto" and plain and nbytes >= NATIVE_MIN_BYTES:

@@ -18,9 +18,9 @@ name and its resolved parameters and returns a new array::
     apply(op, params, data) -> array
 
 ``op`` is one of the four names, ``params`` the normalised dict of
-``datamove.shapes.resolve_*(...).params`` (Python ints and strings), ``data``
+``datamove.rules.shapes.resolve_*(...).params`` (Python ints and strings), ``data``
 an already validated array. ``datamove.ops`` calls it for every array that is
-not a NumPy array (through :mod:`datamove.arrays`) and for NumPy arrays with
+not a NumPy array (through :mod:`datamove.dispatch.foreign`) and for NumPy arrays with
 ``engine="array_api"``, through the engines' protocol ``run(call, data, out)``.
 
 >>> import numpy as np
@@ -38,7 +38,7 @@ import math
 import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
-from . import torch_layout
+from ..pytorch import layout as torch_layout
 
 __all__ = ["apply", "can_take", "run", "namespace"]
 
@@ -69,7 +69,7 @@ def run(call: Any, data: Any, out: Any) -> Any:
     result = apply(call.op, call.params, data)
     if out is None:
         return result
-    from .. import libraries
+    from ..arrays import libraries
 
     libraries.of(out).write(out, result)  # type: ignore[union-attr]
     return out
@@ -193,7 +193,7 @@ def apply(op: str, params: Dict[str, Any], data: Any, xp: Any = None) -> Any:
     ----------
     op : {"batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"}
     params : dict
-        The normalised parameters of ``datamove.shapes.resolve_<op>``.
+        The normalised parameters of ``datamove.rules.shapes.resolve_<op>``.
     data : array
         Already validated against ``params``.
     xp : namespace, optional

@@ -6,7 +6,7 @@ bfloat16/float8/int4, strings, datetimes, structured) and only object arrays
 go through NumPy's reference-counting copy.
 
 >>> import numpy as np
->>> from datamove import plans
+>>> from datamove.plans import views as plans
 >>> data = np.arange(4).reshape(4, 1)
 >>> plan = plans.batch_to_space((4, 1), (1, 4), (1, 4), (0, 0), (0, 0))
 >>> out = np.empty(plan.out_shape, data.dtype)
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..outputs import allocate
-from ..plans import Plan, View, check_arrays
+from ..arrays.outputs import allocate
+from ..plans.views import Plan, View, check_arrays
 
 if TYPE_CHECKING:
-    from ..call import Call
+    from .call import Call
 
 __all__ = ["run", "execute", "can_take"]
 

@@ -1,6 +1,6 @@
 """The JAX engine: each call one Pallas kernel, on JAX arrays (GPU kernels; on the CPU, Pallas' interpreter).
 
-The op becomes one masked strided move (:mod:`datamove.engines.moves`, the
+The op becomes one masked strided move (:mod:`datamove.plans.moves`, the
 Triton engine's plan) and :func:`~datamove.engines.pallas_kernels.move_call`
 runs it: every input byte read once, every output byte written once. Items
 travel as unsigned words of their width (bool as ``uint8``; complex as its two
@@ -16,7 +16,7 @@ works, NaN payloads and all.
   for a ``custom_vjp``.
 * ``jax.vmap``: Pallas batches the kernel (one more grid axis).
 
-Where it runs: the route table (:mod:`datamove.route`) picks it under
+Where it runs: the route table (:mod:`datamove.engines.route`) picks it under
 ``engine="auto"`` only for a JAX array on a GPU of at least
 ``PALLAS_MIN_BYTES``; ``engine="pallas"`` forces it on any JAX array. Off a
 GPU (a CPU array, or a tracer under ``jax.jit`` when JAX's default backend is
@@ -39,9 +39,10 @@ from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
-from .. import libraries, opset
-from ..route import PALLAS_MIN_BYTES  # the route table's threshold, re-exported
-from . import moves
+from ..arrays import libraries
+from .. import opset
+from .route import PALLAS_MIN_BYTES  # the route table's threshold, re-exported
+from ..plans import moves
 
 __all__ = ["PALLAS_MIN_BYTES", "can_take", "run", "apply", "interpreted"]
 

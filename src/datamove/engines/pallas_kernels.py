@@ -1,4 +1,4 @@
-"""The JAX engine's one Pallas kernel: a :class:`~datamove.engines.moves.Move`, one tile per program.
+"""The JAX engine's one Pallas kernel: a :class:`~datamove.plans.moves.Move`, one tile per program.
 
 Imported only by :mod:`datamove.engines.pallas_engine`, when a JAX array
 runs there: importing Pallas costs about a second.
@@ -21,7 +21,7 @@ gather there is clamped and a scatter there dropped, so a masked lane never
 rewrites an element that another lane stores.
 
 >>> import numpy as np
->>> from datamove.engines import moves
+>>> from datamove.plans import moves
 >>> m = moves.move("space_to_depth", {"mode": "blocks_first", "block_size": 2}, (1, 1, 4), (4, 4, 1),
 ...                (1, 2, 2), (4, 2, 1), 4, alignment=4)
 >>> np.asarray(move_call(m, 4, 4, np.uint32, interpret=True)(np.arange(4, dtype=np.uint32))).tolist()
@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from .moves import Move
+from ..plans.moves import Move
 
 __all__ = ["move_call", "tiles", "TILE"]
 

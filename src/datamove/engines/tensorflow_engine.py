@@ -1,9 +1,9 @@
 """TensorFlow tensors on TensorFlow's own ops, so ``tf.function``, XLA, gradients and SavedModel work.
 
-A validated call (:mod:`datamove.tensorflow_ops` checks it with
+A validated call (:mod:`datamove.dispatch.tensorflow` checks it with
 :mod:`datamove.shapes` first) becomes one of TensorFlow's ops where it is
 that op bit for bit, else the spec's pad/reshape/transpose/reshape/crop
-(:func:`datamove.formulas.follow`):
+(:func:`datamove.plans.formulas.follow`):
 
 * ``tf.nn.space_to_depth`` / ``tf.nn.depth_to_space``: rank 4,
   ``channels_last`` (their CPU kernels take NHWC only), ``blocks_first``
@@ -33,7 +33,8 @@ import math
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .. import formulas, libraries
+from ..plans import formulas
+from ..arrays import libraries
 
 __all__ = ["can_take", "apply", "dims", "ND_DTYPES"]
 

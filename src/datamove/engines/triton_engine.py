@@ -1,18 +1,18 @@
 """The GPU engine: each call one launch of a Triton kernel, on PyTorch CUDA tensors and CuPy arrays.
 
-The op becomes one masked strided move (:mod:`datamove.engines.moves`) and
+The op becomes one masked strided move (:mod:`datamove.plans.moves`) and
 :func:`~datamove.engines.triton_kernels.move_kernel` runs it: every input
 byte read once, every output byte written once, SpaceToBatch's zeros written
 without reading, BatchToSpace's crop never read. Items travel as unsigned
 words, so every dtype works (bool, float8, bfloat16, complex128, ...).
 
 * PyTorch: a tensor that needs a gradient goes through the custom ops
-  ``torch.ops.datamove.<op>`` (see :mod:`datamove.torch_ops`), whose backward is
+  ``torch.ops.datamove.<op>`` (see :mod:`datamove.pytorch.custom_ops`), whose backward is
   the adjoint op on the same kernel and whose fake implementation takes its
   shape from :mod:`datamove.shapes`, so autograd and ``torch.compile`` see
   one op; other tensors call the kernel directly.
   Under ``torch.compile`` datamove's functions become these ops
-  (:func:`datamove.arrays.compiled_call`).
+  (:func:`datamove.dispatch.foreign.compiled_call`).
 * CuPy arrays are viewed as tensors through DLPack (no copy) and the kernel
   runs on CuPy's current stream.
 * On CPU tensors the engine runs only under Triton's interpreter
@@ -37,13 +37,14 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from .. import opset
-from ..caches import BoundedCache
-from ..libraries import overlap, span as _span
-from . import moves, torch_layout
+from ..arrays.caches import BoundedCache
+from ..arrays.libraries import overlap, span as _span
+from ..plans import moves
+from ..pytorch import layout as torch_layout
 
 __all__ = ["TRITON_MIN_BYTES", "available", "can_take", "apply", "run", "into", "Planned", "configure"]
 
-from ..route import TRITON_MIN_BYTES  # the route table's threshold, re-exported
+from .route import TRITON_MIN_BYTES  # the route table's threshold, re-exported
 
 # Tile elements per program, by word width (4-16 KiB per program; larger tiles measured no faster).
 _TILE = {1: 4096, 2: 4096, 4: 4096, 8: 2048}
@@ -268,7 +269,7 @@ class Planned:
 
 
 def _out_shape(op: str, params: Dict[str, Any], shape: Tuple[int, ...]) -> Tuple[int, ...]:
-    """The output shape, by ``datamove.shapes`` (which raises DataMoveError on bad input)."""
+    """The output shape, by ``datamove.rules.shapes`` (which raises DataMoveError on bad input)."""
     return tuple(opset.OPS[op].shape_rule(shape, *opset.OPS[op].args(params)))
 
 
@@ -307,7 +308,7 @@ def _apply_torch(op: str, params: Dict[str, Any], tensor: Any, out: Optional[Any
 
     recording = torch.is_grad_enabled()
     if recording and (tensor.requires_grad or (out is not None and out.requires_grad)):
-        from .. import torch_ops  # the custom op (autograd's node), whose body comes back here
+        from ..pytorch import custom_ops as torch_ops  # the custom op (autograd's node), whose body comes back here
 
         result = torch_ops.custom_ops()[op](tensor, *torch_ops.op_args(op, params))
         if out is None:

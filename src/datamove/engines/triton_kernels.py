@@ -1,4 +1,4 @@
-"""The GPU engine's one Triton kernel: a :class:`~datamove.engines.moves.Move`, one tile per program.
+"""The GPU engine's one Triton kernel: a :class:`~datamove.plans.moves.Move`, one tile per program.
 
 Imported only by :mod:`datamove.engines.triton_engine`, when a CUDA tensor
 (or ``engine="triton"``) arrives: importing Triton costs about a second.

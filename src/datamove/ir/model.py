@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 import numpy as np
 
 from .. import opset
-from ..dims import Dim, DimLike, format_shape
+from ..rules.dims import Dim, DimLike, format_shape
 from ..errors import DataMoveError, number, quote, show
-from ..typing import Engine
+from ..rules.types import Engine
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

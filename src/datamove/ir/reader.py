@@ -39,7 +39,7 @@ import xml.etree.ElementTree as ElementTree
 from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
 from .. import opset
-from ..dims import INT64_MAX, DimLike, format_shape, parse_dim
+from ..rules.dims import INT64_MAX, DimLike, format_shape, parse_dim
 from ..errors import DataMoveError, number, quote, show
 from .model import ELEMENT_TYPES, Layer, Model, Port, split_names
 

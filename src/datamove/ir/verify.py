@@ -24,7 +24,6 @@ OK: every data-movement layer equals datamove's result
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 from dataclasses import dataclass, field
@@ -32,12 +31,11 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ..cli_common import add_model_arguments
-from ..dims import format_shape
+from ..rules.dims import format_shape
 from ..errors import DataMoveError, brief, quote, show
 from .model import OPERATIONS
 
-__all__ = ["verify", "VerifyReport", "LayerReport", "Difference", "add_verify_parser", "verify_command"]
+__all__ = ["verify", "VerifyReport", "LayerReport", "Difference"]
 
 #: The layer types verified, in the order messages name them.
 VERIFIED_TYPES = tuple(OPERATIONS)
@@ -458,56 +456,3 @@ def verify(model_path: Any, inputs: Mapping[str, Any], *, device: str = "CPU", b
             _compare(layer, np.asarray(expected), got, max_differences)
         report.layers.append(layer)
     return report
-
-
-# ----------------------------------------------------------------- the command
-
-_VERIFY_EPILOG = """\
-The model runs in OpenVINO (pip install openvino) with every layer OpenVINO's;
-the input and output of each BatchToSpace, SpaceToBatch, SpaceToDepth and
-DepthToSpace layer are exposed, and each layer is recomputed with datamove from
-the input OpenVINO fed it and compared bit for bit (NaNs by their bits). Each
--i gives a Parameter's array (by its name) as a .npy file, as for 'datamove run
-MODEL.xml' ('datamove inspect MODEL.xml' lists them).
-
-exit status: 0 every such layer equals datamove's result (or the model has
-none), 1 a layer differs, 2 bad input (files, names, shapes, no OpenVINO)
-
-example:
-  datamove verify model.xml -i image=image.npy
-"""
-
-
-def add_verify_parser(commands: Any) -> None:
-    """Add ``verify`` to the subcommands of the ``datamove`` parser."""
-    parser = commands.add_parser(
-        "verify", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_VERIFY_EPILOG,
-        help="run an OpenVINO IR model in OpenVINO and check its data-movement layers against datamove",
-        description="Run MODEL.xml in OpenVINO on .npy inputs and recompute each BatchToSpace, SpaceToBatch, "
-                    "SpaceToDepth and DepthToSpace layer with datamove from the input OpenVINO fed it.",
-    )
-    add_model_arguments(parser)
-    parser.add_argument("--bin", metavar="FILE", help="the weights (default: MODEL.bin)")
-    parser.add_argument("--device", default="CPU", metavar="NAME", help="the OpenVINO device (default: CPU)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(handler=verify_command)
-
-
-def verify_command(args: argparse.Namespace) -> int:
-    """``datamove verify``: print the report (or its JSON); 0 when every layer is equal, else 1."""
-    import json
-
-    from ..cli_common import CommandError
-
-    from ..cli_common import load_inputs
-
-    inputs = load_inputs(args.input)
-    try:
-        report = verify(args.model, inputs, device=args.device, bin_path=args.bin)
-    except (DataMoveError, TypeError) as exc:
-        raise CommandError(str(exc)) from None
-    except MemoryError:
-        raise CommandError("not enough memory to run the model and keep its data-movement layers' tensors") \
-            from None
-    print(json.dumps(report.to_dict(), allow_nan=False) if args.json else report)
-    return 0 if report.ok else 1

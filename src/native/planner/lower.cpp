@@ -1,5 +1,5 @@
-// lower_program (plan.hpp): a plan over two layouts as the core's program (datamove.engines.strided,
-// native_engine's _split, _windowed and program), int64 for int64 what the Python side writes.
+// lower_program (plan.hpp): a plan over two layouts as the core's program (datamove.engines.native.strided,
+// engines.native.engine's _split, _windowed and program), int64 for int64 what the Python side writes.
 //
 // Each function below mirrors the Python one it names, tie-breaks included: a stable sort descending for
 // sorted(..., reverse=True), the first of equal maxima and minima for max() and min(), loops compared by
@@ -478,7 +478,7 @@ struct Lowering {
             }
     }
 
-    // native_engine._step
+    // engines.native.engine._step
     void step(int pattern, int64_t word, int64_t block, int64_t lo, int64_t hi, int64_t src, int64_t dst, const Loop* loops, int n) {
         std::vector<int64_t>& p = *program;
         const int pad = n < 2 ? 2 - n : 0;
@@ -488,7 +488,7 @@ struct Lowering {
         ++nsteps;
     }
 
-    // native_engine._split: a nest's steps, its tile cut where its rows are too few for the threads.
+    // engines.native.engine._split: a nest's steps, its tile cut where its rows are too few for the threads.
     void split(int pattern, int64_t word, int64_t block, int64_t src_start, int64_t dst_start, const Loops& in) {
         Loops loops = in;
         int64_t lo = 0, hi = 0;
@@ -574,7 +574,7 @@ struct Lowering {
         }
     }
 
-    // native_engine._windowed; false where a window cannot be lowered.
+    // engines.native.engine._windowed; false where a window cannot be lowered.
     bool windowed() {
         for (const Window& window : plan.windows) {
             WindowNest nest;

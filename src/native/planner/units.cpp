@@ -1,5 +1,5 @@
 // lower_units (plan.hpp): SpaceToBatch and BatchToSpace of small images as units from tables
-// (datamove.engines.units, ported line for line: the same candidates in the same order, the same checks,
+// (datamove.engines.native.units, ported line for line: the same candidates in the same order, the same checks,
 // the same step, bit for bit).
 //
 // The output is a run of units, an image (or one channel plane of it) after another, laid out densely in

@@ -1,4 +1,4 @@
-// plan_views (plan.hpp): the output of a call as strided views of its input, datamove.plans ported line for
+// plan_views (plan.hpp): the output of a call as strided views of its input, datamove.plans.views ported line for
 // line, so that the plan here is the plan there, bit for bit (tests/test_planner.py holds it to it): the same
 // copies in the same order, the same fills, windows and window fills, the same source.
 //
@@ -30,7 +30,7 @@ inline int64_t mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint6
 // Python's % for block >= 1, wrapped like the above (plan.hpp's floormod multiplies back unwrapped).
 inline int64_t mod(int64_t a, int64_t block) { return sub(a, mul(floordiv(a, block), block)); }
 
-// datamove.plans._Piece: positions f = d * block + b, d in [d0, d0 + d_count), b in [b0, b0 + b_count), at
+// datamove.plans.views._Piece: positions f = d * block + b, d in [d0, d0 + d_count), b in [b0, b0 + b_count), at
 // offset + (d - d0) * block + (b - b0) from the range's start.
 struct Piece {
     int64_t d0, d_count, b0, b_count, offset;
@@ -52,7 +52,7 @@ struct Pieces {
     }
 };
 
-// datamove.plans._pieces: [lo, hi) as at most three rectangles in (d, b): head, full rows, tail.
+// datamove.plans.views._pieces: [lo, hi) as at most three rectangles in (d, b): head, full rows, tail.
 Pieces pieces(int64_t lo, int64_t hi, int64_t block) {
     Pieces out;
     out.n = 0;
@@ -110,7 +110,7 @@ void each_combo(const Pieces* const* choices, size_t axes, int64_t batch, const 
     }
 }
 
-// The batch tensor's view of a combination (datamove.plans._space_batch_views' batch view, and a
+// The batch tensor's view of a combination (datamove.plans.views._space_batch_views' batch view, and a
 // SpaceToBatch fill): start d0 per axis, the block offsets folded into the batch axis.
 View batch_view(size_t rank, int64_t batch, const int64_t* steps, const Piece* const* combo) {
     int64_t start[kMaxRank];
@@ -126,7 +126,7 @@ View batch_view(size_t rank, int64_t batch, const int64_t* steps, const Piece* c
     return View{std::vector<int64_t>(start, start + rank), std::vector<Dim>(dims, dims + 2 * rank - 1)};
 }
 
-// The space tensor's view of a combination (datamove.plans._space_batch_views' space view).
+// The space tensor's view of a combination (datamove.plans.views._space_batch_views' space view).
 View space_view(size_t rank, int64_t batch, const int64_t* block, const Piece* const* combo) {
     int64_t start[kMaxRank];
     Dim dims[2 * kMaxRank];
@@ -141,7 +141,7 @@ View space_view(size_t rank, int64_t batch, const int64_t* block, const Piece* c
 }
 
 // What both space ops share: the call's rank, the batch, the steps of the block offsets along the batch
-// axis (datamove.plans._batch_steps), the pieces of the kept region per axis, the region itself.
+// axis (datamove.plans.views._batch_steps), the pieces of the kept region per axis, the region itself.
 struct SpaceCall {
     size_t rank;
     int64_t batch;
@@ -152,7 +152,7 @@ struct SpaceCall {
     int64_t lo[kMaxRank], hi[kMaxRank];  // the region [lo, hi) of axis i at [i - 1]
 };
 
-// datamove.plans._windows' window axis, or 0 where the op has no windows; `counts` the whole blocks per
+// datamove.plans.views._windows' window axis, or 0 where the op has no windows; `counts` the whole blocks per
 // axis (at [i - 1]). Sets pieces_out to the choices of the windows' combinations: the region's pieces but
 // on the window axis, its whole blocks (in *whole).
 size_t window_axis(const SpaceCall& c, const int64_t* counts, const Pieces** pieces_out, Pieces* whole) {
@@ -191,7 +191,7 @@ void set_source(const Call& call, Plan* plan) {
     plan->block = call.block, plan->begin = call.begin, plan->end = call.end;
 }
 
-// datamove.plans.batch_to_space.
+// datamove.plans.views.batch_to_space.
 bool batch_to_space(const Call& call, Plan* plan) {
     SpaceCall c;
     if (!space_call(call, call.out_shape.empty() ? 0 : call.out_shape[0], &c)) return false;
@@ -225,7 +225,7 @@ bool batch_to_space(const Call& call, Plan* plan) {
     return true;
 }
 
-// datamove.plans.space_to_batch.
+// datamove.plans.views.space_to_batch.
 bool space_to_batch(const Call& call, Plan* plan) {
     SpaceCall c;
     if (!space_call(call, call.in_shape.empty() ? 0 : call.in_shape[0], &c)) return false;
@@ -295,7 +295,7 @@ bool space_to_batch(const Call& call, Plan* plan) {
     return true;
 }
 
-// datamove.plans._depth_views and the two depth ops: the space tensor (SpaceToDepth's input, DepthToSpace's
+// datamove.plans.views._depth_views and the two depth ops: the space tensor (SpaceToDepth's input, DepthToSpace's
 // output) split D_i -> (q_i, b_i), the depth axis (b_1, ..., b_K, c) for blocks_first, (c, b_1, ..., b_K)
 // for depth_first; one copy, none where the space tensor is empty.
 bool depth_op(const Call& call, Plan* plan) {

@@ -74,7 +74,7 @@ PyObject* py_run(PyObject*, PyObject* args) {
 
 // call(op, block, begin, end, mode, block_size, data, out, threads, stream, run_stream) -> bool: a validated
 // call (datamove.shapes has checked it; data's and out's shapes are its input's and output's) planned,
-// lowered for `stream` (native_engine.streamed()'s) and run with `run_stream` (run()'s stream) in one:
+// lowered for `stream` (engines.native.engine.streamed()'s) and run with `run_stream` (run()'s stream) in one:
 // a new shape's first call. False, having written nothing, where the planner takes none.
 PyObject* py_call(PyObject*, PyObject* args) {
     if (PyTuple_GET_SIZE(args) != 11) {
@@ -330,11 +330,11 @@ PyMethodDef methods[] = {
      "begin, end)."},
     {"first", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_first)), METH_FASTCALL,
      "first(op, data, a, b, c, out_shape, allocate, engine[, out]): a validated call of an exact ndarray, (a, b, "
-     "c) as repeated() takes them (datamove.shapes.static_depth_shape's or static_space_shape's out_shape), "
+     "c) as repeated() takes them (datamove.rules.shapes.static_depth_shape's or static_space_shape's out_shape), "
      "planned, lowered and run by the core into a new C-contiguous result (or into out, an ndarray datamove.ops "
      "has checked, sharing no memory with data) in one C call: a layout's first call, its program kept for "
      "repeated(). allocate makes the call's new results (None: as np.empty makes them). None, nothing made, "
-     "where the planner takes none, native_engine.CORE_PLANS is off or out is not of the result's shape and "
+     "where the planner takes none, engines.native.engine.CORE_PLANS is off or out is not of the result's shape and "
      "dtype, writable and apart from data; False, nothing made, where the call is kept already and no out is "
      "given (its repeat was not repeated()'s: its recipe's turn)."},
     {"handle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_handle)), METH_FASTCALL,
@@ -350,7 +350,7 @@ PyMethodDef methods[] = {
     {"forget", py_forget, METH_NOARGS, "forget(): every call remembered forgotten."},
     {"repeat_setup", py_repeat_setup, METH_VARARGS,
      "repeat_setup(ndarray, threads_dict, engine_dict, probes, empty, api): the array type repeated() takes, the "
-     "module dicts whose settings it reads at each call (datamove.threads', datamove.engines.native_engine's), "
+     "module dicts whose settings it reads at each call (datamove.engines.native.threads', datamove.engines.native.engine's), "
      "probe arrays (writable and read-only) its reads of arrays are checked on, np.empty, and NumPy's C API "
      "capsule (or None), whose allocator makes the results np.empty would."},
     {"repeat_facts", py_repeat_facts, METH_NOARGS,
@@ -408,7 +408,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     // 2.37x -> 1.91x, float64 3 x 3 2.23x -> 2.04x; no case of the bench slower by more than 0.03.
     if (PyModule_AddIntConstant(m, "STAGED_STREAMS", kIsa >= IsaAvx512f) < 0) return nullptr;
     // The program format (common.hpp) as the Python side that writes programs reads it: the steps'
-    // pattern ids and the limits parse() holds them to (datamove.engines.native_engine, units), so that
+    // pattern ids and the limits parse() holds them to (datamove.engines.native.engine, units), so that
     // no id or limit is written twice.
     PyObject* patterns = PyDict_New();
     for (int k = 0; k <= UNITS && patterns != nullptr; ++k) {

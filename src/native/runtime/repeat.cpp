@@ -4,7 +4,7 @@
 // given by address (_native.handle/at: PyTorch CPU tensors). module.cpp lists the functions.
 //
 // A NumPy call that repeats goes through Python once per layout: datamove.ops validates it, its recipe
-// (datamove.recipes) plans it, and native_engine.Planned lowers and runs its program, then hands that
+// (datamove.dispatch.recipes) plans it, and engines.native.engine.Planned lowers and runs its program, then hands that
 // program here (`remember`). The next call of the same op, parameters, engine, input layout and dtype (the
 // Python recipe's key), into an output of the same alignment, strides and stream mode (Planned's program
 // key), is found here by `repeated` and run without a Python frame between datamove.ops and the copy.
@@ -29,8 +29,8 @@ struct Settings {
     bool fields_read = false;     // whether arrays' fields read as NumPy lays them out (checked by repeat_setup)
     PyObject* empty = nullptr;    // numpy.empty: a result it would allocate is allocated by new_from_descr
     NewFromDescr new_from_descr = nullptr;  // (null: np.empty is called; repeat_setup checked it)
-    PyObject* threads = nullptr;  // datamove.threads.__dict__: "_threads" (set_num_threads')
-    PyObject* engine = nullptr;   // datamove.engines.native_engine.__dict__: STREAM_BYTES, REGISTER_STREAM_BYTES, RUN_MODES
+    PyObject* threads = nullptr;  // datamove.engines.native.threads.__dict__: "_threads" (set_num_threads')
+    PyObject* engine = nullptr;   // datamove.engines.native.engine.__dict__: STREAM_BYTES, REGISTER_STREAM_BYTES, RUN_MODES
     PyObject *s_dtype, *s_shape, *s_threads, *s_get_num_threads, *s_stream_bytes, *s_register_bytes, *s_run_modes, *s_loaded, *s_core_plans;
     // the names a call's strings are held to (interned: a literal in the caller's code is the same object)
     PyObject *s_space_to_depth, *s_depth_to_space, *s_batch_to_space, *s_space_to_batch;
@@ -248,8 +248,8 @@ struct Entry {
     ~Entry() { Py_XDECREF(dtype), Py_XDECREF(out_shape), Py_XDECREF(allocate); }
 };
 
-// Layouts remembered (the recipes' bound, datamove.recipes.RECIPES), and programs one of them keeps
-// (native_engine.Planned.MAX_PROGRAMS): past either, the table or the entry starts again empty.
+// Layouts remembered (the recipes' bound, datamove.dispatch.recipes.RECIPES), and programs one of them keeps
+// (engines.native.engine.Planned.MAX_PROGRAMS): past either, the table or the entry starts again empty.
 constexpr size_t kMaxEntries = 1024;
 // Runs of a cost below this many bytes keep the GIL (as NumPy's own small copies do): releasing and taking
 // it back cost about 0.1 us of a 4 KiB SpaceToDepth's 1.2 us in the core; they run on the caller's thread
@@ -261,7 +261,7 @@ constexpr size_t kMaxPrograms = 32;
 // may empty the table)
 std::unordered_map<Key, std::shared_ptr<Entry>, KeyHash>* table = nullptr;
 
-// The stream mode and run mode of an output of `bytes`, as native_engine.Planned reads them at each call
+// The stream mode and run mode of an output of `bytes`, as engines.native.engine.Planned reads them at each call
 // (its module's STREAM_BYTES, REGISTER_STREAM_BYTES and RUN_MODES: a test may set them); false where one
 // is not what it should be.
 bool stream_of(int64_t bytes, int* stream, int* run_mode) {
@@ -280,7 +280,7 @@ bool stream_of(int64_t bytes, int* stream, int* run_mode) {
     return true;
 }
 
-// The thread count set_num_threads set (datamove.threads._threads; asked of get_num_threads, which sets it,
+// The thread count set_num_threads set (datamove.engines.native.threads._threads; asked of get_num_threads, which sets it,
 // where no call has yet); 0 where it cannot be read.
 int threads_now() {
     PyObject* n = PyDict_GetItemWithError(settings.threads, settings.s_threads);
@@ -297,7 +297,7 @@ int threads_now() {
     return n != nullptr && exact_int(n, &value) && value >= 1 ? (int)std::min<int64_t>(value, kMaxThreads) : 0;
 }
 
-// Whether this module is the core native_engine runs (a test may put another level's, or a recording, there).
+// Whether this module is the core engines.native.engine runs (a test may put another level's, or a recording, there).
 bool loaded(PyObject* self) {
     PyObject* core = PyDict_GetItemWithError(settings.engine, settings.s_loaded);
     if (core == nullptr) PyErr_Clear();
@@ -348,8 +348,8 @@ PyObject* dtype_of(PyObject* array) {
 }
 
 // The program of a kept call at an alignment or stream mode not kept yet (a new result's address varies
-// from call to call): planned and lowered here as native_engine.program_of would
-// (the core's planner, where native_engine.CORE_PLANS says so), and kept; null where the planner takes none.
+// from call to call): planned and lowered here as engines.native.engine.program_of would
+// (the core's planner, where engines.native.engine.CORE_PLANS says so), and kept; null where the planner takes none.
 struct Held;
 Program* planned(Entry& entry, const Held& held, int stream);
 
@@ -471,7 +471,7 @@ PyObject* py_repeated(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 // ---- handles: a kept call of arrays that are no ndarrays (PyTorch CPU tensors, by address) ----
 // A handle holds a remembered call's entry and the input layout it was remembered for; at(handle, address)
 // runs it from the input at that address into a new result, as repeated() would from an ndarray of that
-// layout. datamove.recipes makes one for a small CPU tensor's repeats: a tensor's data_ptr() is 0.2 us,
+// layout. datamove.dispatch.recipes makes one for a small CPU tensor's repeats: a tensor's data_ptr() is 0.2 us,
 // its NumPy view (x.numpy()) 2 us of a 4 KiB call.
 constexpr const char* kHandleName = "datamove._native.handle";
 
@@ -513,7 +513,7 @@ PyObject* py_handle(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 
 // at(handle, address) -> a new result (an ndarray), or None (nothing made): the handle's call from an input
 // of its layout at `address` (the address of its first item). The caller vouches for that input: a
-// private path of datamove.recipes, whose key fixes the tensor's layout and dtype.
+// private path of datamove.dispatch.recipes, whose key fixes the tensor's layout and dtype.
 PyObject* py_at(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "datamove._native.at takes 2 arguments");
@@ -597,7 +597,7 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         (into != nullptr && (PyObject*)Py_TYPE(into) != settings.ndarray))
         Py_RETURN_NONE;
     PyObject* plans = PyDict_GetItemWithError(settings.engine, settings.s_core_plans);
-    if (plans != Py_True) {  // (native_engine.CORE_PLANS off: the Python side plans)
+    if (plans != Py_True) {  // (engines.native.engine.CORE_PLANS off: the Python side plans)
         if (plans == nullptr) PyErr_Clear();
         Py_RETURN_NONE;
     }
@@ -610,7 +610,7 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (!push_call(op, args[2], args[3], args[4], engine, &key, &call) || !push_layout(held.src, dtype, &key))
         Py_RETURN_NONE;
     // a call kept already is one whose repeat repeated() did not take (a result at an alignment it could not
-    // plan for, another core in native_engine): its recipe is made now, in Python (ops: False). Not so for
+    // plan for, another core in engines.native.engine): its recipe is made now, in Python (ops: False). Not so for
     // an out= whose strides no program of the call was kept for (repeated() takes only those): it is planned
     // here and kept beside them.
     if (into == nullptr && table->find(key) != table->end()) Py_RETURN_FALSE;

@@ -1,0 +1,150 @@
+"""Arrays of every library: recognise them, pick the path, give the result back in their kind.
+
+``datamove.ops`` validates from ``data.shape`` alone, then hands any array
+that is not a NumPy array to :func:`run`, the dispatcher of every library:
+it checks ``out=`` and copies an input that overlaps it through the array's
+adapter (:mod:`datamove.arrays.libraries`), asks the route table
+(:mod:`datamove.engines.route`) for the path, and runs the engine
+(:mod:`datamove.engines`' protocol). Two paths:
+
+* **zero copy**: a PyTorch CPU tensor that needs no gradient (and, with
+  ``engine="numpy"``/``"native"``, any CPU array exposing DLPack) is viewed as a
+  NumPy array over the same memory (dtypes NumPy lacks, such as bfloat16 and
+  float8, reinterpreted as integers of the same width) and runs on the NumPy
+  or native engine exactly as a NumPy array does; the result comes back as a
+  tensor over the NumPy result's memory (``torch.from_numpy``), and ``out=``
+  is written through its own NumPy view.
+* **generic**: everything else that ``array_api_compat`` knows (PyTorch with
+  autograd or on CUDA, JAX, CuPy, Dask, ``array_api_strict``) goes through
+  :mod:`datamove.engines.array_api_engine`, which keeps the library, device,
+  laziness and differentiability.
+
+No framework is imported here: libraries are recognised by the modules the
+caller has already imported (``sys.modules``, in :mod:`datamove.arrays.libraries`),
+and ``array_api_compat`` is imported only when a non-NumPy array arrives.
+
+``out=`` takes an array of the caller's library, device, output shape and
+dtype. PyTorch tensors are written in place (``copy_``, so autograd records
+it), CuPy and ``array_api_strict`` arrays by item assignment. JAX arrays are
+immutable and Dask arrays lazy: ``out=`` with them raises :class:`TypeError`
+(use the returned array; with Dask, ``dask.array.store(result, target)``
+streams it into any array-like target, e.g. a ``np.memmap``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from .. import engines
+from ..arrays import libraries
+from ..engines import route
+from ..engines.call import Call
+from ..errors import DataMoveError
+from ..arrays.outputs import unaliased
+
+__all__ = ["facts", "run", "compiling", "compiled_call"]
+
+
+def compiling(data: Any) -> bool:
+    """True while ``torch.compile``, ``torch.export`` or ``torch.jit.trace`` traces a call on a tensor."""
+    torch = sys.modules.get("torch")
+    return (torch is not None and isinstance(data, torch.Tensor)
+            and (torch.compiler.is_compiling() or torch._C._is_tracing()))
+
+
+def compiled_call(op: str, args: Tuple[Any, ...], data: Any, out: Any) -> Any:
+    """The call as the custom op ``torch.ops.datamove.<op>``, which a compiled graph keeps whole
+    (under ``torch.jit.trace``: as PyTorch ops, :func:`datamove.pytorch.onnx.traced`).
+
+    Validation happens in the op's fake implementation (``datamove.rules.shapes``), at trace time.
+    """
+    torch = sys.modules["torch"]
+    from ..pytorch import onnx as torch_onnx
+
+    if not torch.compiler.is_dynamo_compiling() and (  # Dynamo (torch.compile) cannot trace these questions
+            torch._C._is_tracing() or (torch_onnx.exporting() and not torch_onnx.ready())):
+        # torch.jit.trace, torch.onnx.export(dynamo=False), or an ONNX export without datamove's
+        # translations in its library: PyTorch's own ops
+        return torch_onnx.traced(op, args, data, out)
+    if not hasattr(torch.ops.datamove, op):
+        raise DataMoveError(
+            "torch.ops.datamove is not registered yet and torch.compile cannot trace its registration: "
+            "import torch before datamove, or make one datamove call on a tensor before compiling"
+        )
+    from ..pytorch import custom_ops as torch_ops
+
+    result = getattr(torch.ops.datamove, op)(data, *torch_ops.custom_op_args(op, args))
+    if out is None:
+        return result
+    out.copy_(result)
+    return out
+
+
+def facts(data: Any, engine: str = "auto", out: Any = None, view: Any = False, target: Any = False) -> route.Facts:
+    """The facts :func:`datamove.engines.route.route` decides ``data``'s path from (``view`` and ``target``: the NumPy
+    views of ``data`` and ``out``, if known).
+
+    >>> import numpy as np
+    >>> from datamove.engines import route
+    >>> route.able(facts(np.zeros(3)))
+    ['numpy', 'native', 'array_api']
+    """
+    library = libraries.of(data)
+    if library is libraries.NUMPY:
+        return engines.numpy_facts(engine, data)
+    assert library is not None, "facts() of an array"
+    if view is False:
+        view = library.view(data)
+    from ..engines import array_api_engine, pallas_engine, triton_engine
+
+    nbytes = library.nbytes(data)
+    return route.Facts(
+        library.name, engine, view=view is not None, namespace=array_api_engine.can_take(data),
+        triton=triton_engine.can_take(data), cuda=library.cuda(data), nbytes=nbytes,
+        out_view=out is None or library is not libraries.TORCH
+        or (library.view(out) if target is False else target) is not None,
+        pallas=pallas_engine.can_take(data), core=engines.core_loads(engine, nbytes if view is not None else 0),
+    )
+
+
+def run(call: Call, data: Any, out: Any, engine: str) -> Any:
+    """Run validated ``call`` on ``data``, an array of any library but NumPy; ``datamove.ops`` and the
+    recipes call this.
+
+    ``out`` is checked, and ``data`` copied where it overlaps ``out``, here and
+    only here; then the route table picks the engine.
+    """
+    engines.check_name(engine)
+    library = libraries.of(data)
+    assert library is not None and library is not libraries.NUMPY, "run() of a foreign array"
+    target = None
+    if out is not None:
+        library.check_out(data, out, call.out_shape)
+        target = library.view(out)  # asked once: by the route (PyTorch) and for the write
+    view = library.view(data)
+    path = route.route(facts(data, engine, out, view, target))
+    if path.through_view:
+        assert view is not None
+        return _on_view(call, view, target, data, out, engines.get(path.engine), library)
+    if out is not None:
+        data = library.unaliased(data, out)
+    return engines.get(path.engine).run(call, data, out)
+
+
+def _on_view(call: Call, view: np.ndarray, target: Optional[np.ndarray], data: Any, out: Any, engine: Any,
+             library: libraries.Library) -> Any:
+    """The NumPy engines on NumPy views of a foreign array's memory (zero copy); ``target``: ``out``'s view."""
+    if out is None:
+        result = library.empty(call.out_shape, data)
+        if result is None:
+            return library.from_numpy(engine.run(call, view, None), data)
+        engine.run(call, view, library.view(result))
+        return result
+    if target is None or not target.flags.writeable:
+        library.write(out, library.from_numpy(engine.run(call, view, None), data))
+        return out
+    engine.run(call, unaliased(view, target), target)
+    return out
