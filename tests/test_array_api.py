@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import datamove as dm
+from datamove import engines
 from datamove import DataMoveError
 from strategies import depth_case, space_batch_case
 from test_validation import B2S_RULES, DEPTH_RULES, S2B_RULES
@@ -172,10 +173,9 @@ def test_depth_errors_are_numpys(lib, op, data, mode, size, error, match):
 
 
 def engines_for_lib(x):
-    from datamove.dispatch import foreign as arrays
     from datamove.engines import route
 
-    return route.able(arrays.facts(x))
+    return route.able(engines.facts(x))
 
 
 def test_engine_errors_name_the_engines_that_can(lib):

@@ -104,7 +104,7 @@ def test_select_follows_the_route_table():
     assert engines.select("auto", large).__name__.endswith("native.engine")
     assert engines.select("native", small).__name__.endswith("native.engine")  # forced
     assert engines.select("auto", large.astype(object)).__name__.endswith("numpy_engine")
-    assert route.able(engines.numpy_facts("auto", small.astype(object))) == ["numpy"]
+    assert route.able(engines.facts(small.astype(object), "auto")) == ["numpy"]
     with pytest.raises(DataMoveError, match=r"engine 'array_api' cannot take a numpy.ndarray; engines that can: \['numpy'"):
         engines.select("array_api", np.zeros(2, "U3"))
     with pytest.raises(TypeError, match="engine must be a string, got int 3"):

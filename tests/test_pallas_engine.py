@@ -17,8 +17,8 @@ jnp = pytest.importorskip("jax.numpy")
 pytest.importorskip("jax.experimental.pallas")
 
 import datamove as dm  # noqa: E402
+from datamove import engines
 from datamove import DataMoveError  # noqa: E402
-from datamove.dispatch import foreign as arrays
 from datamove.engines import route
 from datamove.engines import pallas_engine  # noqa: E402
 
@@ -201,10 +201,10 @@ def test_lowers_to_one_triton_kernel_for_a_gpu(op, args):
 
 def test_route_on_the_cpu():
     x = jnp.zeros((1, 4, 2, 2), jnp.float32)
-    facts = arrays.facts(x)
+    facts = engines.facts(x)
     assert facts.pallas and not facts.cuda and facts.nbytes == 64
     assert route.route(facts) == route.Route("array_api", False)  # auto: XLA's ops on the CPU, as before
-    assert route.route(arrays.facts(x, "pallas")) == route.Route("pallas", False)
+    assert route.route(engines.facts(x, "pallas")) == route.Route("pallas", False)
 
 
 def test_refusals():

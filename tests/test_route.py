@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from datamove import DataMoveError
-from datamove.dispatch import foreign as arrays
+from datamove import engines
 from datamove.engines import route
 from datamove.engines.route import NATIVE_MIN_BYTES as NATIVE, PALLAS_MIN_BYTES as PALLAS, TRITON_MIN_BYTES as GPU, Facts, Route
 
@@ -97,13 +97,13 @@ def test_able_follows_the_facts():
 
 def test_facts_of_real_arrays():
     x = np.zeros((2, 3), np.float32)
-    facts = arrays.facts(x)
+    facts = engines.facts(x)
     assert (facts.kind, facts.view, facts.namespace, facts.triton, facts.cuda, facts.nbytes) == (
         "numpy.ndarray", True, True, False, False, 24)
-    assert arrays.facts(np.zeros(2, object)).namespace is False  # outside the standard's dtypes
+    assert engines.facts(np.zeros(2, object)).namespace is False  # outside the standard's dtypes
     torch = pytest.importorskip("torch")
     t = torch.zeros(4, 4)
-    assert route.route(arrays.facts(t)) == Route("numpy", True)
+    assert route.route(engines.facts(t)) == Route("numpy", True)
     needs_grad = torch.zeros(4, 4, requires_grad=True)
-    assert route.route(arrays.facts(needs_grad)) == Route("array_api", False)
-    assert route.route(arrays.facts(t, out=needs_grad)).engine == "array_api"
+    assert route.route(engines.facts(needs_grad)) == Route("array_api", False)
+    assert route.route(engines.facts(t, out=needs_grad)).engine == "array_api"

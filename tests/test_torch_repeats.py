@@ -241,3 +241,21 @@ assert seen and all(found is None for found in seen), seen  # (traced: the door 
 print("checked")
 """
     assert script_output(code, timeout=600).endswith("checked")
+
+
+@pytest.mark.parametrize("op", ["space_to_depth", "depth_to_space"])
+def test_the_tensor_doors_key_is_the_recipes_key(op):
+    """ops._tensor_repeat spells libraries._Torch.key's fields inline (a call less): it must find the recipe
+    that recipes.key, the one place keys are made, keyed."""
+    x = torch.arange(4 * 4 * 4 * 4, dtype=torch.float32).reshape(4, 4, 4, 4)
+    for _ in range(3):
+        getattr(dm, op)(x, "depth_first", 2)
+    key = recipes.key(op, ("depth_first", 2), x, "auto")
+    recipe = recipes.RECIPES.get(key)
+    assert recipe is not None
+    recipes.RECIPES.clear()
+    assert ops._tensor_repeat(op, x, "depth_first", 2, "channels_first", "auto") is None
+    recipes.RECIPES[key] = recipe  # the only recipe kept: the door finds it by its own key
+    done = ops._tensor_repeat(op, x, "depth_first", 2, "channels_first", "auto")
+    assert done is not None and torch.equal(done, getattr(torch.nn.functional,
+                                                         "pixel_unshuffle" if op == "space_to_depth" else "pixel_shuffle")(x, 2))

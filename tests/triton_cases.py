@@ -21,8 +21,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 import datamove as dm  # noqa: E402
+from datamove import engines
 from datamove import DataMoveError  # noqa: E402
-from datamove.dispatch import foreign as arrays  # noqa: E402
 from datamove.engines import route
 from datamove.pytorch import custom_ops as torch_ops
 from datamove.engines import triton_engine  # noqa: E402
@@ -198,7 +198,7 @@ def test_cpu_tensors_need_the_interpreter(monkeypatch):
     with pytest.raises(DataMoveError, match=r"engine 'triton' cannot take this torch.Tensor \(it takes PyTorch and CuPy arrays on a CUDA device"):
         dm.space_to_depth(torch.zeros(1, 1, 2, 2), "blocks_first", 2, engine="triton")
     # "auto" never picks it for CPU tensors
-    assert route.route(arrays.facts(torch.zeros(1 << 20))).engine != "triton"
+    assert route.route(engines.facts(torch.zeros(1 << 20))).engine != "triton"
     # the custom ops run datamove's CPU path there
     x = torch.randn(2, 3, 4, 6)
     assert torch.equal(torch_ops.custom_ops()["space_to_depth"](x, "blocks_first", 2), dm.space_to_depth(x, "blocks_first", 2))
@@ -212,7 +212,7 @@ def test_import_does_not_import_triton():
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
 def test_auto_takes_large_cuda_tensors_and_matches_the_cpu():
     x = torch.randint(0, 255, (4, 64, 512, 512), dtype=torch.uint8, device="cuda")  # 64 MiB: TRITON_MIN_BYTES
-    assert route.route(arrays.facts(x)).engine == "triton"
+    assert route.route(engines.facts(x)).engine == "triton"
     got = dm.space_to_depth(x, "blocks_first", 2)
     assert bits(got) == dm.space_to_depth(x.cpu().numpy(), "blocks_first", 2).tobytes()
 

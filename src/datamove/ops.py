@@ -47,7 +47,8 @@ def _tensor_repeat(op: str, data: Any, mode: Any, block_size: Any, data_format: 
             or type(engine) is not str or data_format != "channels_first"
             or torch.compiler.is_compiling() or torch._C._is_tracing()):
         return None
-    # (libraries._Torch.key's fields, inline as NumPy's are: a call less, 0.7 us of a 4 KiB call's 8)
+    # (recipes.key's with libraries._Torch.key's fields, inline as NumPy's are: a call less, 0.7 us of a 4 KiB
+    # call's 8; tests/test_torch_repeats.py holds the two equal)
     recipe = _RECIPES.get((op, mode, block_size, engine, torch.Tensor, data.shape, data.stride(), data.dtype,
                            data.device, data.is_conj(), data.is_neg()))
     fast = getattr(recipe, "fast", None)
@@ -167,8 +168,8 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
         return function(data, mode, block_size, out=out, engine=engine)
     resolve = shapes.resolve_space_to_depth if function is space_to_depth else shapes.resolve_depth_to_space
     traced = foreign.compiling(data)  # a torch.Tensor (asked first: Dynamo cannot trace libraries' cache)
-    library = "torch" if traced else _library(data)
-    if library == "numpy":
+    library = libraries.TORCH if traced else (libraries.of(data) or libraries.NUMPY)  # (a list: NumPy's)
+    if library is libraries.NUMPY:
         data = _as_array(data)
     elif getattr(data, "ndim", None) is None:
         raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
@@ -178,7 +179,7 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
     out_shape = () if traced else _static(resolve(shape, mode, block_size, data_format))
     rank = len(shape)
     first = (0, rank - 1, *range(1, rank - 1))  # channels-last -> channels-first, as a view
-    if library == "numpy":
+    if library is libraries.NUMPY:
         _check_size(out_shape, data.dtype)
         if out is None:
             out = _allocate(out_shape, data.dtype)
@@ -187,7 +188,7 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
         function(data.transpose(first), mode, block_size, out=out.transpose(first), engine=engine)
         return out
     back = (0, *range(2, rank), 1)
-    if library == "torch":
+    if library is libraries.TORCH:
         if out is None and not traced and not (data.requires_grad and _grad_enabled()):
             import torch
 
@@ -203,13 +204,6 @@ def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_siz
     moved = function(xp.permute_dims(data, first), mode, block_size,
                      out=None if out is None else xp.permute_dims(out, first), engine=engine)
     return out if out is not None else xp.permute_dims(moved, back)
-
-
-def _library(data: Any) -> str:
-    library = libraries.of(data)
-    if library is None or library is libraries.NUMPY:
-        return "numpy"
-    return "torch" if library is libraries.TORCH else "other"
 
 
 def _grad_enabled() -> bool:

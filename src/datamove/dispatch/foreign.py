@@ -83,33 +83,6 @@ def compiled_call(op: str, args: Tuple[Any, ...], data: Any, out: Any) -> Any:
     return out
 
 
-def facts(data: Any, engine: str = "auto", out: Any = None, view: Any = False, target: Any = False) -> route.Facts:
-    """The facts :func:`datamove.engines.route.route` decides ``data``'s path from (``view`` and ``target``: the NumPy
-    views of ``data`` and ``out``, if known).
-
-    >>> import numpy as np
-    >>> from datamove.engines import route
-    >>> route.able(facts(np.zeros(3)))
-    ['numpy', 'native', 'array_api']
-    """
-    library = libraries.of(data)
-    if library is libraries.NUMPY:
-        return engines.numpy_facts(engine, data)
-    assert library is not None, "facts() of an array"
-    if view is False:
-        view = library.view(data)
-    from ..engines import array_api_engine, pallas_engine, triton_engine
-
-    nbytes = library.nbytes(data)
-    return route.Facts(
-        library.name, engine, view=view is not None, namespace=array_api_engine.can_take(data),
-        triton=triton_engine.can_take(data), cuda=library.cuda(data), nbytes=nbytes,
-        out_view=out is None or library is not libraries.TORCH
-        or (library.view(out) if target is False else target) is not None,
-        pallas=pallas_engine.can_take(data), core=engines.core_loads(engine, nbytes if view is not None else 0),
-    )
-
-
 def run(call: Call, data: Any, out: Any, engine: str) -> Any:
     """Run validated ``call`` on ``data``, an array of any library but NumPy; ``datamove.ops`` and the
     recipes call this.
@@ -125,7 +98,7 @@ def run(call: Call, data: Any, out: Any, engine: str) -> Any:
         library.check_out(data, out, call.out_shape)
         target = library.view(out)  # asked once: by the route (PyTorch) and for the write
     view = library.view(data)
-    path = route.route(facts(data, engine, out, view, target))
+    path = route.route(engines.facts(data, engine, out, view, target))
     if path.through_view:
         assert view is not None
         return _on_view(call, view, target, data, out, engines.get(path.engine), library)

@@ -169,7 +169,7 @@ class TorchRecipe(ForeignRecipe):
         self.fast: Optional[Callable[[Any], Any]] = None
         self.gpu: Optional[Callable[[Any, Any], Any]] = None
         self.shape = call.out_shape
-        facts = foreign.facts(data, engine)
+        facts = engines.facts(data, engine)
         path = route.route(facts).engine
         torch = sys.modules["torch"]
         if path == "triton":

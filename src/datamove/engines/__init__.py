@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING, Any, Dict, Protocol, cast
 import numpy as np
 
 from . import route
+from ..arrays import libraries
 from ..errors import DataMoveError, brief
 from .route import ENGINES, NATIVE_MIN_BYTES  # the route table's names and threshold
 
 if TYPE_CHECKING:
     from .call import Call
 
-__all__ = ["ENGINES", "NATIVE_MIN_BYTES", "Engine", "get", "select", "numpy_facts", "core_loads", "check_name"]
+__all__ = ["ENGINES", "NATIVE_MIN_BYTES", "Engine", "get", "select", "facts", "core_loads", "check_name"]
 
 
 # The engines this version provides, by module.
@@ -72,13 +73,34 @@ def check_name(engine: object) -> str:
     return engine
 
 
-def numpy_facts(engine: str, array: np.ndarray) -> route.Facts:
-    """The route table's facts of a NumPy array (answered without importing any engine but the core's,
-    which ``import datamove`` loads)."""
-    kind = array.dtype.kind
-    plain = kind != "O"
-    return route.Facts("numpy.ndarray", engine, view=True, namespace=kind in "biufc", triton=False, cuda=False,
-                       nbytes=array.nbytes, plain=plain, core=_loaded or core_loads(engine, array.nbytes, plain))
+def facts(data: Any, engine: str = "auto", out: Any = None, view: Any = False, target: Any = False) -> route.Facts:
+    """The facts :func:`datamove.engines.route.route` decides ``data``'s path from, for an array of any
+    library (``view`` and ``target``: the NumPy views of ``data`` and ``out``, if known). A NumPy array's
+    are answered without importing any engine but the core's, which ``import datamove`` loads.
+
+    >>> import numpy as np
+    >>> route.able(facts(np.zeros(3)))
+    ['numpy', 'native', 'array_api']
+    """
+    library = libraries.of(data)
+    if library is libraries.NUMPY:
+        kind = data.dtype.kind
+        plain = kind != "O"
+        return route.Facts("numpy.ndarray", engine, view=True, namespace=kind in "biufc", triton=False, cuda=False,
+                           nbytes=data.nbytes, plain=plain, core=_loaded or core_loads(engine, data.nbytes, plain))
+    assert library is not None, "facts() of an array"
+    if view is False:
+        view = library.view(data)
+    from . import array_api_engine, pallas_engine, triton_engine
+
+    nbytes = library.nbytes(data)
+    return route.Facts(
+        library.name, engine, view=view is not None, namespace=array_api_engine.can_take(data),
+        triton=triton_engine.can_take(data), cuda=library.cuda(data), nbytes=nbytes,
+        out_view=out is None or library is not libraries.TORCH
+        or (library.view(out) if target is False else target) is not None,
+        pallas=pallas_engine.can_take(data), core=core_loads(engine, nbytes if view is not None else 0),
+    )
 
 
 # True once the core has loaded: every call asks (a global read, 0.09 us; the import of native_engine each
@@ -102,4 +124,4 @@ def core_loads(engine: str, nbytes: int, plain: bool = True) -> bool:
 
 def select(engine: object, array: np.ndarray) -> Engine:
     """The engine module that runs ``engine`` (``"auto"`` or a name) on the NumPy array ``array``."""
-    return get(route.route(numpy_facts(check_name(engine), array)).engine)
+    return get(route.route(facts(array, check_name(engine))).engine)

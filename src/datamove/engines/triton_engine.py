@@ -38,6 +38,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from .. import opset
 from ..arrays.caches import BoundedCache
+from ..arrays import libraries
 from ..arrays.libraries import overlap, span as _span
 from ..plans import moves
 from ..pytorch import layout as torch_layout
@@ -65,11 +66,10 @@ def _interpreted() -> bool:
 
 def _torch_of(array: Any) -> Any:
     """``array`` as a torch tensor (CuPy through DLPack, no copy), or None."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(array, torch.Tensor):
+    library = libraries.of(array)
+    if library is libraries.TORCH:
         return array
-    cupy = sys.modules.get("cupy")
-    if cupy is not None and isinstance(array, cupy.ndarray) and importlib.util.find_spec("torch") is not None:
+    if library is libraries.CUPY and importlib.util.find_spec("torch") is not None:
         import torch
 
         return torch.from_dlpack(array)
@@ -77,8 +77,7 @@ def _torch_of(array: Any) -> Any:
 
 
 def _is_cupy(array: Any) -> bool:
-    cupy = sys.modules.get("cupy")
-    return cupy is not None and isinstance(array, cupy.ndarray)
+    return libraries.of(array) is libraries.CUPY
 
 
 def can_take(array: Any) -> bool:
@@ -86,7 +85,7 @@ def can_take(array: Any) -> bool:
     torch = sys.modules.get("torch")
     if torch is None or not available():
         return False
-    if not (isinstance(array, torch.Tensor) or _is_cupy(array)):
+    if libraries.of(array) not in (libraries.TORCH, libraries.CUPY):
         return False
     tensor = _torch_of(array)
     if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_conj() or tensor.is_neg():
