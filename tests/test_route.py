@@ -107,3 +107,39 @@ def test_facts_of_real_arrays():
     needs_grad = torch.zeros(4, 4, requires_grad=True)
     assert route.route(engines.facts(needs_grad)) == Route("array_api", False)
     assert route.route(engines.facts(t, out=needs_grad)).engine == "array_api"
+
+
+N = "numpy.ndarray"
+REPEAT, TEMP = route.REPEAT_NATIVE_MIN_BYTES, route.TEMPORARY_MAX_BYTES
+
+
+def n(engine="auto", nbytes=SMALL, plain=True, core=True):
+    return Facts(N, engine, True, True, False, False, nbytes, plain=plain, core=core)
+
+
+# A kept NumPy recipe on the NumPy engine: the core from its second call, asked for "auto" only, items it can
+# copy, the core loaded, from REPEAT bytes.
+REPEATS_ON_CORE = [
+    (n(), True), (n(nbytes=REPEAT), True), (n(nbytes=REPEAT - 1), False),
+    (n("numpy"), False), (n("native"), False), (n(plain=False), False), (n(core=False), False),
+    (f(T, view=True, nbytes=SMALL), False),  # a tensor's repeats are TorchRecipe's
+]
+
+
+@pytest.mark.parametrize("facts, expected", REPEATS_ON_CORE, ids=[f"{i}" for i in range(len(REPEATS_ON_CORE))])
+def test_repeats_on_core(facts, expected):
+    assert route.repeats_on_core(facts) is expected
+
+
+# SpaceToBatch / BatchToSpace with margins on the NumPy engine: through one temporary below NATIVE bytes, the
+# temporary up to TEMP bytes; without margins never.
+TWO_STEP = [
+    ((n(), TEMP, True), True), ((n(), TEMP + 1, True), False), ((n(), 64, False), False),
+    ((n(nbytes=NATIVE - 1), 64, True), True), ((n(nbytes=NATIVE), 64, True), False),
+    ((n("numpy"), 64, True), True),
+]
+
+
+@pytest.mark.parametrize("args, expected", TWO_STEP, ids=[f"{i}" for i in range(len(TWO_STEP))])
+def test_two_step(args, expected):
+    assert route.two_step(*args) is expected

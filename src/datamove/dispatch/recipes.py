@@ -204,15 +204,10 @@ class TorchRecipe(ForeignRecipe):
         return super().__call__(data, out)
 
 
-#: The largest temporary a small call's path may hold beside its result: the padded input of SpaceToBatch
-#: (the result's size, which a small input's pads can make any size) or BatchToSpace's uncropped result.
-TEMPORARY_MAX_BYTES = 1 << 20
-
-
 def _small_result(call: Call, itemsize: int) -> bool:
-    """Whether a path may pad the input (SpaceToBatch) into a temporary the size of the result: NumPy's
-    two-step path, PyTorch's own ops."""
-    return math.prod(call.out_shape) * itemsize <= TEMPORARY_MAX_BYTES
+    """Whether a path may pad the input (SpaceToBatch) into a temporary the size of the result: PyTorch's
+    own ops (:data:`datamove.engines.route.TEMPORARY_MAX_BYTES`)."""
+    return math.prod(call.out_shape) * itemsize <= route.TEMPORARY_MAX_BYTES
 
 
 def _torch_formula(call: Call, data: Any) -> Callable[[Any], Any]:
@@ -389,8 +384,8 @@ class Recipe:
       costs less than NumPy's strided copy).
     """
 
-    def __init__(self, call: Call, data: np.ndarray, engine: engines.Engine, kept: bool = True,
-                 asked: str = "auto") -> None:
+    def __init__(self, call: Call, data: np.ndarray, engine: engines.Engine, facts: route.Facts,
+                 kept: bool = True) -> None:
         self.call = call
         self.out_shape = call.out_shape
         self.dtype = data.dtype
@@ -399,13 +394,14 @@ class Recipe:
         # a small result is np.empty's, called straight (allocator)
         self.empty = allocator(math.prod(self.out_shape) * self.dtype.itemsize)
         self.core: Optional[native_engine.Planned] = None
+        asked = facts.engine
         self.repeats = _repeats(call, asked, self.empty) if kept else None
         if engine is native_engine and plain:
             self.core = native_engine.Planned(call, self.repeats)
         # moves to the core on its second call (see _core_from_now); the first, which makes it, is NumPy's
         self.called = False
-        self.core_later = (kept and plain and asked == "auto" and engine is not native_engine and data.size > 0
-                           and data.nbytes >= route.REPEAT_NATIVE_MIN_BYTES and engines.core_loads(asked, 0))
+        self.core_later = (kept and plain and engine is not native_engine and data.size > 0
+                           and route.repeats_on_core(facts))
         self.copies: Optional[List[Tuple[Any, _Strided, _Strided]]] = None
         self.fills: List[Tuple[Any, _Strided]] = []
         self.gather: Optional[Tuple[Any, _Strided, bool]] = None
@@ -417,9 +413,8 @@ class Recipe:
             # every call). Its temporary is the uncropped result (the input's size) or the padded input (the
             # output's): small ones only.
             if (call.op in ("batch_to_space", "space_to_batch") and self.dtype.kind in "biufcmM" and data.size
-                    and data.nbytes < engines.NATIVE_MIN_BYTES
-                    and _small_result(call, data.itemsize)
-                    and (any(call.args[1]) or any(call.args[2]))):
+                    and route.two_step(facts, math.prod(call.out_shape) * data.itemsize,
+                                       any(call.args[1]) or any(call.args[2]))):
                 self.two_step = _two_step(data, call.op, *call.args)
                 if self.two_step is not None:
                     return
@@ -551,7 +546,7 @@ def _two_step(data: np.ndarray, op: str, block_shape: Tuple[int, ...], begin: Tu
     SpaceToBatch: the input copied into a zeroed padded array, then the
     padded array's one strided view copied by ``reshape``. (The temporary is
     small: this path is for inputs below :data:`~datamove.engines.NATIVE_MIN_BYTES` and results up to
-    :data:`TEMPORARY_MAX_BYTES`.)
+    :data:`~datamove.engines.route.TEMPORARY_MAX_BYTES`.)
     """
     if op == "batch_to_space":
         source_shape = data.shape
@@ -611,7 +606,8 @@ def make(recipe_key: Optional[Hashable], call: Call, data: Any, engine: str) -> 
     library = libraries.of(data)
     recipe: Any
     if library is libraries.NUMPY:
-        recipe = Recipe(call, data, engines.select(engine, data), kept=recipe_key is not None, asked=engine)
+        facts = engines.facts(data, engines.check_name(engine))
+        recipe = Recipe(call, data, engines.get(route.route(facts).engine), facts, kept=recipe_key is not None)
     elif library is libraries.TORCH:
         recipe = TorchRecipe(call, data, engines.check_name(engine))
     else:

@@ -38,8 +38,9 @@ from typing import List, NamedTuple
 
 from ..errors import DataMoveError
 
-__all__ = ["Facts", "Route", "route", "able", "own_ops", "ENGINES", "NATIVE_MIN_BYTES", "REPEAT_NATIVE_MIN_BYTES",
-           "TORCH_REPEAT_NATIVE_MIN_BYTES", "TRITON_MIN_BYTES", "PALLAS_MIN_BYTES"]
+__all__ = ["Facts", "Route", "route", "able", "own_ops", "repeats_on_core", "two_step", "ENGINES", "NATIVE_MIN_BYTES",
+           "REPEAT_NATIVE_MIN_BYTES", "TORCH_REPEAT_NATIVE_MIN_BYTES", "TEMPORARY_MAX_BYTES", "TRITON_MIN_BYTES",
+           "PALLAS_MIN_BYTES"]
 
 #: Every engine name, in the order ``"auto"`` tries them.
 ENGINES = ("numpy", "native", "array_api", "triton", "pallas")
@@ -60,6 +61,9 @@ REPEAT_NATIVE_MIN_BYTES = 1
 #: bytes, SpaceToDepth depth_first (pixel_unshuffle, 6.1-6.6 us alone) 12.3 -> 8.2 us, blocks_first
 #: (``as_strided(...).clone()``) 30.3 -> 7.6 us; so from any size.
 TORCH_REPEAT_NATIVE_MIN_BYTES = 1
+#: The largest temporary a small call's path may hold beside its result: the padded input of SpaceToBatch
+#: (the result's size, which a small input's pads can make any size) or BatchToSpace's uncropped result.
+TEMPORARY_MAX_BYTES = 1 << 20
 #: From this many bytes a CUDA array runs on the GPU kernel: below it a launch's host cost (about 55 us,
 #: half of it Triton's launcher) is more than the kernel saves over PyTorch's own ops.
 TRITON_MIN_BYTES = 64 << 20
@@ -153,6 +157,29 @@ def route(facts: Facts) -> Route:
             missing = f"cannot take this {facts.kind}" + (f" ({takes})" if takes else "")
         raise DataMoveError(f"engine {facts.engine!r} {missing}; engines that can: {names}")
     return Route(facts.engine, facts.engine in ("numpy", "native"))
+
+
+def repeats_on_core(facts: Facts) -> bool:
+    """Whether a NumPy call that the table gave the NumPy engine, and that keeps its recipe, moves to the
+    compiled core from its second call (``REPEAT_NATIVE_MIN_BYTES``: its lowering paid once, the core's run
+    costs less than NumPy's strided copy, and from its third call the core repeats it alone).
+
+    >>> repeats_on_core(Facts("numpy.ndarray", "auto", True, True, False, False, nbytes=64))
+    True
+    """
+    return (facts.kind == "numpy.ndarray" and facts.engine == "auto" and facts.plain and facts.core
+            and facts.nbytes >= REPEAT_NATIVE_MIN_BYTES)
+
+
+def two_step(facts: Facts, temporary_bytes: int, margins: bool) -> bool:
+    """Whether a NumPy SpaceToBatch or BatchToSpace with pads or crops (``margins``) on the NumPy engine pads or
+    crops through one temporary of ``temporary_bytes`` (the padded input, the uncropped result) in two copies,
+    instead of one NumPy copy per piece: below ``NATIVE_MIN_BYTES``, a temporary up to ``TEMPORARY_MAX_BYTES``.
+
+    >>> two_step(Facts("numpy.ndarray", "numpy", True, True, False, False, nbytes=4096), 8192, True)
+    True
+    """
+    return margins and facts.nbytes < NATIVE_MIN_BYTES and temporary_bytes <= TEMPORARY_MAX_BYTES
 
 
 def own_ops(facts: Facts) -> bool:
