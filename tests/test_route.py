@@ -143,3 +143,27 @@ TWO_STEP = [
 @pytest.mark.parametrize("args, expected", TWO_STEP, ids=[f"{i}" for i in range(len(TWO_STEP))])
 def test_two_step(args, expected):
     assert route.two_step(*args) is expected
+
+
+def t(engine="auto", view=True, nbytes=SMALL, core=True, cuda=False, triton=False):
+    return Facts(T, engine, view, True, triton, cuda, nbytes, core=core)
+
+
+# A kept PyTorch recipe without out=: (PyTorch's own op straight away, the core from the tensor's address).
+TENSOR_REPEATS = [
+    ((t(), True, True, True), (True, True)),
+    ((t(), False, True, True), (False, False)),  # a large temporary: neither (the dispatcher's numpy engine)
+    ((t(), True, False, True), (False, False)),  # PyTorch cannot take it as it is (channels last, a rare dtype)
+    ((t(), True, True, False), (True, False)),  # the core cannot read it (conjugate, a subclass, a GPU)
+    ((t(nbytes=NATIVE), True, True, True), (False, True)),  # the native engine's: its repeats too
+    ((t(nbytes=NATIVE, core=False), True, True, True), (False, False)),
+    ((t(view=False), True, True, True), (True, False)),  # it needs a gradient: no NumPy view; PyTorch's op differentiates
+    ((t("numpy"), True, True, True), (False, False)),  # an engine asked for runs as asked
+    ((t("native", nbytes=SMALL), True, True, True), (False, True)),
+    ((t(view=False, cuda=True), True, True, False), (True, False)),  # a CUDA tensor without Triton: PyTorch's op
+]
+
+
+@pytest.mark.parametrize("args, expected", TENSOR_REPEATS, ids=[f"{i}" for i in range(len(TENSOR_REPEATS))])
+def test_tensor_repeats(args, expected):
+    assert route.tensor_repeats(*args) == expected

@@ -179,13 +179,15 @@ class TorchRecipe(ForeignRecipe):
             self.gpu = triton_engine.Planned(call.op, call.params, data, call.out_shape)
             return
         contiguous = torch_layout.memory_format(data) == torch.contiguous_format  # (else: keep channels-last)
-        if (route.own_ops(facts) and data.device.type in ("cpu", "cuda") and _small_result(call, data.element_size())
-                and str(data.dtype).rpartition(".")[2] in _TORCH_PLAIN and contiguous):
+        dtype = str(data.dtype).rpartition(".")[2]
+        own, core = route.tensor_repeats(
+            facts, _small_result(call, data.element_size()),
+            own_op_takes=contiguous and data.device.type in ("cpu", "cuda") and dtype in _TORCH_PLAIN,
+            core_takes=(contiguous and data.device.type == "cpu" and type(data) is torch.Tensor and not data.is_conj()
+                        and not data.is_neg() and dtype in libraries.NUMPY_DTYPES_OF_TORCH))
+        if own:
             self.fast = _torch_formula(call, data)
-        if (contiguous and data.device.type == "cpu" and facts.view and facts.core and type(data) is torch.Tensor
-                and (self.fast is not None or path == "native") and not data.is_conj() and not data.is_neg()
-                and data.numel() * data.element_size() >= route.TORCH_REPEAT_NATIVE_MIN_BYTES
-                and str(data.dtype).rpartition(".")[2] in libraries.NUMPY_DTYPES_OF_TORCH):
+        if core:
             # the core from the second call (PyTorch's own op, or the dispatcher, the first)
             self.fast = _torch_core(call, data, self.fast or self._dispatched, engine)
 

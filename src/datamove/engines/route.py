@@ -34,11 +34,11 @@ datamove.errors.DataMoveError: engine 'triton' cannot take this torch.Tensor (it
 
 from __future__ import annotations
 
-from typing import List, NamedTuple
+from typing import List, NamedTuple, Tuple
 
 from ..errors import DataMoveError
 
-__all__ = ["Facts", "Route", "route", "able", "own_ops", "repeats_on_core", "two_step", "ENGINES", "NATIVE_MIN_BYTES",
+__all__ = ["Facts", "Route", "route", "able", "own_ops", "tensor_repeats", "repeats_on_core", "two_step", "ENGINES", "NATIVE_MIN_BYTES",
            "REPEAT_NATIVE_MIN_BYTES", "TORCH_REPEAT_NATIVE_MIN_BYTES", "TEMPORARY_MAX_BYTES", "TRITON_MIN_BYTES",
            "PALLAS_MIN_BYTES"]
 
@@ -157,6 +157,22 @@ def route(facts: Facts) -> Route:
             missing = f"cannot take this {facts.kind}" + (f" ({takes})" if takes else "")
         raise DataMoveError(f"engine {facts.engine!r} {missing}; engines that can: {names}")
     return Route(facts.engine, facts.engine in ("numpy", "native"))
+
+
+def tensor_repeats(facts: Facts, small_result: bool, own_op_takes: bool, core_takes: bool) -> Tuple[bool, bool]:
+    """How a kept PyTorch recipe repeats a call without ``out=``: ``(own, core)``. ``own``: by PyTorch's own
+    op or formula straight away (:func:`own_ops`, where its temporary is small and PyTorch takes the tensor
+    as it is: ``own_op_takes``). ``core``: from its third call by the compiled core from the tensor's address,
+    where its NumPy view exists, the core is loaded and the tensor is one it reads (``core_takes``), from
+    ``TORCH_REPEAT_NATIVE_MIN_BYTES``, wherever the call runs on PyTorch's op or the core's engine anyway.
+
+    >>> tensor_repeats(Facts("torch.Tensor", "auto", True, True, False, False, nbytes=4096), True, True, True)
+    (True, True)
+    """
+    own = own_ops(facts) and small_result and own_op_takes
+    core = (core_takes and facts.view and facts.core and facts.nbytes >= TORCH_REPEAT_NATIVE_MIN_BYTES
+            and (own or route(facts).engine == "native"))
+    return own, core
 
 
 def repeats_on_core(facts: Facts) -> bool:
