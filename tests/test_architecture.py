@@ -162,3 +162,35 @@ def test_the_rules_import_only_the_base():
 def test_custom_ops_import_no_engine():
     assert not {m for m in GRAPH["datamove.pytorch.custom_ops"] if m.startswith(("datamove.engines", "datamove.dispatch"))}
     assert "datamove.ops" not in GRAPH["datamove.pytorch.custom_ops"]
+
+
+def _defined(tree: ast.Module) -> Set[str]:
+    names: Set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.If):  # (TYPE_CHECKING blocks and the like)
+            names.update(_defined(ast.Module(body=node.body + node.orelse, type_ignores=[])))
+    return names
+
+
+def test_every_name_a_module_exports_is_defined():
+    # a module's __all__ names only what it defines or imports (a name moved away leaves no stale export)
+    for name, path in MODULES.items():
+        if path.suffix != ".py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        exported = [node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)]
+        if not exported or any(isinstance(n, ast.ImportFrom) and n.names[0].name == "*" for n in tree.body):
+            continue
+        listed = exported[0]
+        if not isinstance(listed, (ast.List, ast.Tuple)):
+            continue
+        missing = [e.value for e in listed.elts if isinstance(e, ast.Constant) and e.value not in _defined(tree)]
+        assert not missing, f"{name}.__all__ names what it does not define: {missing}"

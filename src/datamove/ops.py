@@ -24,7 +24,8 @@ from .engines.call import Call
 from .engines.native import engine as native_engine
 from .rules.dims import INT64_MAX
 from .errors import DataMoveError, brief, number
-from .arrays.outputs import LINE_FROM as _LINE_FROM, allocate as _allocate, check_out as _check_out, refuse_masked as _refuse_masked
+from .arrays.outputs import (LINE_FROM as _LINE_FROM, allocate as _allocate, check_out as _check_out,
+                             refuse_masked as _refuse_masked)
 from .rules.types import ArrayT, DataFormat, Engine, IntVector, Mode
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]

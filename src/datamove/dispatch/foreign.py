@@ -45,7 +45,7 @@ from ..engines.call import Call
 from ..errors import DataMoveError
 from ..arrays.outputs import unaliased
 
-__all__ = ["facts", "run", "compiling", "compiled_call"]
+__all__ = ["run", "compiling", "compiled_call"]
 
 
 def compiling(data: Any) -> bool:
