@@ -355,3 +355,21 @@ def test_a_tensor_that_requires_grad_gets_its_gradient_from_a_kept_recipe(op, ar
         assert np.array_equal(leaf.grad.numpy().ravel(), want.astype(np.float32))
         with torch.no_grad():
             assert not function(leaf, *args).requires_grad
+
+
+@pytest.mark.parametrize("op, args", [("space_to_depth", ("blocks_first", 2)), ("depth_to_space", ("depth_first", 2)),
+                                      ("batch_to_space", ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1])),
+                                      ("space_to_batch", ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]))])
+def test_numpy_keys_are_the_adapters(op, args):
+    """datamove.ops and recipes.space_key build a NumPy array's recipe key inline (a call less on the way to
+    a kept recipe): it is (op, *args as exact values, engine, *libraries.NUMPY.key(data)), the adapter's key."""
+    from datamove.arrays import libraries
+
+    x = np.arange(4 * 4 * 8 * 8, dtype=np.float32).reshape(4, 4, 8, 8)
+    if op == "depth_to_space":
+        x = x.reshape(4, 16, 4, 4)
+    recipes.RECIPES.clear()
+    for _ in range(2):  # (the first call of a layout is the core's alone: the second makes the recipe)
+        getattr(dm, op)(x, *args, engine="numpy")
+    exact = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+    assert (op, *exact, "numpy", *libraries.NUMPY.key(x)) in recipes.RECIPES

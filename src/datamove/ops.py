@@ -418,7 +418,7 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     if traced:  # traced by torch.compile: the custom op, one node of the graph
         return foreign.compiled_call("space_to_depth", (mode, block_size), data, out)
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
-        recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NumPy's key, inlined
+        recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NUMPY.key inline
     elif library is libraries.TORCH and type(mode) is str and type(block_size) is int and type(engine) is str:
         found = library.key(data)  # (recipes.key's, without its second libraries.of and its exact())
         recipe_key = None if found is None else ("space_to_depth", mode, block_size, engine, *found)
@@ -495,7 +495,7 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
     if traced:  # traced by torch.compile: the custom op, one node of the graph
         return foreign.compiled_call("depth_to_space", (mode, block_size), data, out)
     if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
-        recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NumPy's key, inlined
+        recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NUMPY.key inline
     elif library is libraries.TORCH and type(mode) is str and type(block_size) is int and type(engine) is str:
         found = library.key(data)  # (recipes.key's, without its second libraries.of and its exact())
         recipe_key = None if found is None else ("depth_to_space", mode, block_size, engine, *found)

@@ -109,8 +109,9 @@ def key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hash
 
     (NumPy arrays' keys are built inline by :mod:`datamove.ops` and :func:`space_key`, PyTorch tensors' there
     from ``libraries.TORCH.key`` without this function's second ``libraries.of``, equal to this one:
-    ``(op, *args, engine, shape, strides, dtype)`` and ``(op, *args, engine, *libraries.TORCH.key(data))``;
-    ``tests/test_recipes.py`` holds them to it.)
+    ``(op, *args, engine, *libraries.NUMPY.key(data))`` and ``(op, *args, engine, *libraries.TORCH.key(data))``;
+    ``tests/test_recipes.py`` and ``tests/test_torch_repeats.py`` hold them to it. One function for all of
+    them cost 0.4-0.7 us of a 2.5-6 us call: engine="numpy" repeats and a new shape's first call.)
     """
     library = libraries.of(data)
     if library is None or library is libraries.NUMPY or type(engine) is not str:
