@@ -7,7 +7,7 @@ ISAS: tuple[str, ...]  # every level the core can run at on this CPU, lowest fir
 WHOLE_LINES: int  # 1 where streamed gathers of 4- and 8-byte words store whole lines from registers (AVX-512F)
 WHOLE_NARROW_LINES: int  # 1 where those of 1- and 2-byte words do too (AVX-512BW and VBMI)
 GATHER_LINES: int  # 1 where streamed gathers of 4- and 8-byte words store whole lines from registers (AVX-512F or AVX2)
-GATHER_NARROW_LINES: int  # the same of 1- and 2-byte words outside windows (AVX-512BW and VBMI, or AVX2)
+GATHER_NARROW_LINES: int  # the same of 1- and 2-byte words outside windows (AVX-512BW and VBMI, or AVX2: AVX-512F too)
 # The program format (common.hpp), read by the Python side that writes programs, never copied there
 PATTERNS: dict[str, int]  # a step's pattern id by name: "contiguous", "gather", ..., "units"
 KERNELS: tuple[str, ...]  # the kernels a step's runs go to ("tiles", "units", "rows_simd", ...), as kernels() names them

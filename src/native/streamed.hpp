@@ -201,9 +201,9 @@ inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop
     for (int j = 1; j < B; ++j)
         if ((at[j] - at[0]) * W % kLine) return false;
 #if DM_HAVE_AVX512
-    if (kAvx512) return true;
+    if (kAvx512 && (W >= 4 || kAvx512Bytes)) return true;
 #endif
-    // gather_lines_avx2: tiles of two lines or more. Of one line (5-D SpaceToDepth depth_first with block 3,
+    // gather_lines_avx2 (at AVX-512F without BW and VBMI too, for words of 1 and 2 bytes): tiles of two lines or more. Of one line (5-D SpaceToDepth depth_first with block 3,
     // 16 x 16 output images, 64 MiB: every line from two tiles, a few lines a group), its set-up a line
     // cost more than streaming saved: 1.68x the copy floor against 1.50x stored plainly. Words of 1 and 2
     // bytes in blocks of 2 and 4 only (take_apart's byte shuffles).
@@ -1356,7 +1356,8 @@ inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows
 #endif
 #if DM_HAVE_AVX2
     if constexpr ((sizeof(T) == 4 || sizeof(T) == 8 || ((sizeof(T) == 1 || sizeof(T) == 2) && B != 3)) && B >= 2 && B <= 4)
-        if (kIsa < IsaAvx512f && lines_fit(sizeof(T), B, rows.at, n, side, window != nullptr)) {
+        if ((kIsa < IsaAvx512f || (sizeof(T) <= 2 && !kAvx512Bytes)) &&
+            lines_fit(sizeof(T), B, rows.at, n, side, window != nullptr)) {
             const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};
             gather_lines_avx2<sizeof(T), B>(reinterpret_cast<const char*>(src + a), reinterpret_cast<char*>(dst + b), rows.at, n,
                                             runs, step, side, w);
@@ -1376,8 +1377,12 @@ inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows
             const char* from = reinterpret_cast<const char*>(src + a);
             char* to = reinterpret_cast<char*>(dst + b);
             const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};
-            if constexpr (sizeof(T) >= 4) gather_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
-            else gather_narrow_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
+            if constexpr (sizeof(T) >= 4) {
+                gather_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
+            } else {
+                if (!kAvx512Bytes) return false;  // (BW's and VBMI's permutes; AVX2's kernel took what it could above)
+                gather_narrow_lines<sizeof(T), B>(from, to, rows.at, n, runs, step, side, w);
+            }
             return true;
         }
 #endif
