@@ -273,7 +273,7 @@ def test_register_streams_take_16_byte_scatters_and_a_few_staged_steps(block):
     bulk = max(steps, key=lambda step: np.prod([l[0] for l in step[3]]))
     assert bulk[:3] == (native_engine._PATTERNS["scatter"], 16, block), bulk
     assert len(steps) > 1  # the edge pixels, steps of their own
-    addresses = (native_engine._address(data), native_engine._address(out))
+    addresses = (strided._address(data), strided._address(out))
     assert core.streams(program, addresses[1], True)
     with _threads(2):
         core.run(program, data, out, dm.get_num_threads(), 1)
@@ -479,7 +479,9 @@ def windows(monkeypatch):
     from datamove.arrays.caches import BoundedCache
 
     monkeypatch.setattr(native_engine, "CORE_PLANS", False)  # (the Python side's lowering, the core's twin)
-    monkeypatch.setattr(native_engine, "lower_units", lambda *args: None)
+    from datamove.engines.native import units
+
+    monkeypatch.setattr(units, "lower_units", lambda *args: None)  # (native_engine imports it as a program is made)
     monkeypatch.setattr(native_engine, "_PROGRAMS", BoundedCache(native_engine._MAX_PROGRAMS))
 
 
@@ -912,7 +914,7 @@ def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
             # others from 4-byte aligned starts
             aligned = (offset == 0 if shape[2] == 4 else True) if op == "space_to_depth" \
                 else offset * np.dtype(dtype).itemsize % 4 == 0
-            assert core.streams(program, native_engine._address(out)) == (whole and aligned), (op, args, offset)
+            assert core.streams(program, strided._address(out)) == (whole and aligned), (op, args, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op, args, offset)
 
@@ -984,7 +986,7 @@ def test_streamed_gather_windows_taken_as_runs(streaming, threads, dtype, block,
                 else:  # one loop further out, past the block's row loop
                     assert any(l[-3][2] != l[-1][0] and l[-4][2] == l[-1][0] for l in windows)
                 if item >= 4 or offset % 4 == 0 and expected.shape[-1] * item % 4 == 0:  # (put_bytes: 4-byte words)
-                    assert core.streams(program, native_engine._address(out)), offset
+                    assert core.streams(program, strided._address(out)), offset
                 dm.space_to_batch(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (hb, offset)
                 assert not written_outside(), offset
@@ -1103,7 +1105,7 @@ def test_windows_of_pixels_streamed_without_avx512(monkeypatch, level):
                 windows = [word for pattern, word, _, _ in _steps(program)
                            if pattern == native_engine._PATTERNS["gather_window"]]
                 assert channels * item in windows, windows
-                assert core.streams(program, native_engine._address(out), True)  # from registers
+                assert core.streams(program, strided._address(out), True)  # from registers
                 for threads in (1, 3):
                     out[...] = 0
                     with _threads(threads):
@@ -1275,7 +1277,7 @@ def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(streaming, thre
             (pattern, _, block, loops), = _steps(program)
             assert (pattern, block) == (native_engine._PATTERNS["gather"], 2)
             assert loops[-3][2] != loops[-1][0] and loops[-4][2] == loops[-1][0]  # rows go on past one loop
-            assert core.streams(program, native_engine._address(out)), offset
+            assert core.streams(program, strided._address(out)), offset
             dm.space_to_depth(data, mode, 2, out=out, engine="native")
             assert same_bits(out, expected), offset
             assert not written_outside(), offset
@@ -1300,7 +1302,7 @@ def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(streaming, thre
             (pattern, _, block, loops), = _steps(program)
             assert (pattern, block) == (native_engine._PATTERNS["gather"], 3)  # a gather tile
             assert loops[-3][2] == loops[-1][0]  # the loop around it goes on where its rows stop
-            assert core.streams(program, native_engine._address(out)), offset
+            assert core.streams(program, strided._address(out)), offset
             dm.space_to_depth(data, "blocks_first", 3, out=out, engine="native")
             assert same_bits(out, expected), offset
             assert not written_outside(), offset
@@ -1331,7 +1333,7 @@ def test_streamed_gather_rows_in_chains(streaming, threads, dtype, channels):
                 (pattern, _, block, loops), = _steps(program)
                 assert (pattern, block) == (native_engine._PATTERNS["gather"], 4)
                 if core.WHOLE_LINES or (core.GATHER_LINES and item in (4, 8)):
-                    assert core.streams(program, native_engine._address(out), True), offset
+                    assert core.streams(program, strided._address(out), True), offset
                 dm.depth_to_space(data, "depth_first", 2, out=out, engine="native")
                 assert same_bits(out, expected), offset
                 assert not written_outside(), offset
@@ -1364,7 +1366,7 @@ def test_strided_tiles_a_line_at_a_time(monkeypatch, stream, threads, dtype, blo
                 program = native_engine.program(plan, data, out)
                 assert [step[0] for step in _steps(program)] == [native_engine._PATTERNS["strided"]]
                 if core.WHOLE_LINES and stream:
-                    assert core.streams(program, native_engine._address(out)), offset
+                    assert core.streams(program, strided._address(out)), offset
                 dm.depth_to_space(data, "depth_first", block, out=out, engine="native")
                 assert same_bits(out, expected), offset
                 assert not written_outside(), offset
@@ -1409,7 +1411,7 @@ def test_strided_units_from_a_table(monkeypatch, stream, threads, op, dtype, blo
                 assert pattern == native_engine._PATTERNS["strided"] or 3 in (rows, tile) or \
                     (pattern == native_engine._PATTERNS["gather"] and tile * item < 64), (pattern, rows, tile)
                 if core.WHOLE_LINES and stream:
-                    assert core.streams(program, native_engine._address(out)), offset
+                    assert core.streams(program, strided._address(out)), offset
                 call(data, "depth_first", block, out=out, engine="native")
                 assert same_bits(out, expected), offset
                 assert not written_outside(), offset
@@ -1680,7 +1682,7 @@ def test_gather_loops_follow_the_input_past_too_many_side_rows(streaming, mode):
         assert abs(outer[-4][1]) < abs(outer[-3][1])  # the block's depth offset, outside the depth loop
         rest = [abs(l[1]) for l in outer[:-4] + outer[-3:]]
         assert rest == sorted(rest, reverse=True)
-        assert core.streams(program, native_engine._address(out)) == (offset == 0), offset
+        assert core.streams(program, strided._address(out)) == (offset == 0), offset
         dm.space_to_depth(data, mode, 3, out=out, engine="native")
         assert same_bits(out, expected), offset
         assert not written_outside(), offset
@@ -1703,7 +1705,7 @@ def _rows_through_two_loops(core, threads, dtype, block, shape, mode):
             assert (pattern, kind) == (native_engine._PATTERNS["gather"], block)
             n = loops[-1][0]
             assert loops[-4][2] == n and loops[-5][2] == n * loops[-4][0]  # height, then depth: the rows go on
-            assert core.streams(program, native_engine._address(out)), offset
+            assert core.streams(program, strided._address(out)), offset
             dm.space_to_depth(data, mode, block, out=out, engine="native")
             assert same_bits(out, expected), offset
             assert not written_outside(), offset
@@ -1798,7 +1800,7 @@ def test_streamed_windows_with_rows_longer_than_a_chunk(monkeypatch, seed):
                 base = np.zeros(expected.size + 2, dtype)
                 out = base[offset: offset + expected.size].reshape(expected.shape)
                 plan = getattr(plans, op)(data.shape, expected.shape, *(tuple(a) for a in args))
-                streamed += core.streams(native_engine.program(plan, data, out), native_engine._address(out))
+                streamed += core.streams(native_engine.program(plan, data, out), strided._address(out))
                 getattr(dm, op)(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (op, dtype, b, width, args, offset)
     assert streamed  # the streamed paths were taken
@@ -1971,7 +1973,7 @@ def test_channels_last_pixels_of_a_few_channels(monkeypatch, stream):
             assert [(p, word, b, loops[-1][0]) for p, word, b, loops in _steps(program)] == [(2, 4) + tiles], op
             # pixels under a line stream only from 16 bytes; 64-byte ones from any 4 bytes, as every piece of a line
             streamed = shift != 1 or tiles == (4, 4)
-            assert core.streams(program, native_engine._address(out)) == streamed, (op, shift)
+            assert core.streams(program, strided._address(out)) == streamed, (op, shift)
             getattr(dm, op)(data, "depth_first", 2, out=out, engine="native")
             assert same_bits(out, expected), (op, channels, shift)
             assert not raw[:start].any() and not raw[start + expected.size:].any()
@@ -1994,7 +1996,7 @@ def test_short_rows_of_the_run_loops_store_plainly(windows, monkeypatch):
         plan = plans.batch_to_space(data.shape, expected.shape, *args)
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
             program = native_engine.program(plan, data, out)
-            assert core.streams(program, native_engine._address(out)) == streamed, (dtype, width, offset)
+            assert core.streams(program, strided._address(out)) == streamed, (dtype, width, offset)
             dm.batch_to_space(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (dtype, width, offset)
             assert not written_outside(), (dtype, width, offset)
@@ -2004,7 +2006,7 @@ def test_short_rows_of_the_run_loops_store_plainly(windows, monkeypatch):
         plan = plans.space_to_batch(data.shape, expected.shape, *args)
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
             program = native_engine.program(plan, data, out)
-            assert core.streams(program, native_engine._address(out)) == streamed, (width, offset)
+            assert core.streams(program, strided._address(out)) == streamed, (width, offset)
             dm.space_to_batch(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (width, offset)
             assert not written_outside(), (width, offset)
@@ -2029,7 +2031,7 @@ def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
             raw = np.zeros(expected.size + 128, np.uint8)
             start = -raw.__array_interface__["data"][0] % 64 + offset
             out = raw[start: start + expected.size].reshape(expected.shape)
-            streams = core.streams(native_engine.program(plan, data, out), native_engine._address(out))
+            streams = core.streams(native_engine.program(plan, data, out), strided._address(out))
             assert streams == (offset == 0 or not on_line_only), (width, offset)
             dm.space_to_batch(data, *args, out=out, engine="native")
             assert same_bits(out, expected)
@@ -2230,7 +2232,7 @@ def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
                 out = base[start: start + expected.size].reshape(n, h, w, c).transpose(0, 3, 1, 2)
             plan_args = [tuple(a) if isinstance(a, list) else a for a in args]
             plan = getattr(plans, op)(data.shape, expected.shape, *plan_args)
-            assert core.streams(native_engine.program(plan, data, out), native_engine._address(out)) == streamed[offset], (op, offset)
+            assert core.streams(native_engine.program(plan, data, out), strided._address(out)) == streamed[offset], (op, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op, offset)
 
@@ -2573,7 +2575,7 @@ def test_short_rows_stream_where_the_plain_run_loop_cannot_take_them(windows, st
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
             window = [s for s in _steps(native_engine.program(plan, data, out)) if s[0] == native_engine._PATTERNS["gather_window"]]
             assert window, pad
-            assert core.streams(native_engine.program(plan, data, out), native_engine._address(out)) == streamed, (pad, offset)
+            assert core.streams(native_engine.program(plan, data, out), strided._address(out)) == streamed, (pad, offset)
             dm.space_to_batch(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (pad, offset)
             assert not written_outside(), (pad, offset)
@@ -2603,7 +2605,7 @@ def test_streamed_gathers_join_up_to_16_rows_side_by_side_where_runs_are_long(st
             plan = plan_of(data.shape, expected.shape, *args)
             for offset, out, written_outside in _outs_at_offsets(expected, (16, 0, 4 * (np.dtype(dtype).itemsize < 8))):
                 if offset == 16:
-                    assert core.streams(native_engine.program(plan, data, out), native_engine._address(out)) == streamed, \
+                    assert core.streams(native_engine.program(plan, data, out), strided._address(out)) == streamed, \
                         (op.__name__, shape, offset)
                 op(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (op.__name__, shape, offset)
@@ -2675,7 +2677,7 @@ def test_whole_line_gathers_join_the_lanes_around_each_tile_end(streaming, threa
                 expected = ref.space_to_depth(data, "blocks_first", block)
                 plan = plans.space_to_depth(data.shape, expected.shape, "blocks_first", block)
                 for offset, out, _ in _outs_at_offsets(expected, (0, 16)):
-                    assert core.streams(native_engine.program(plan, data, out), native_engine._address(out), True), offset
+                    assert core.streams(native_engine.program(plan, data, out), strided._address(out), True), offset
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -2717,7 +2719,7 @@ def test_register_streams_take_windows_of_wide_pixels_with_long_rows(width, stre
     program = native_engine.program(plan, data, out, stream=1)
     bulk = max(_steps(program), key=lambda step: np.prod([l[0] for l in step[3]]))
     assert bulk[:2] == (native_engine._PATTERNS["gather_window"], 128), bulk
-    addresses = (native_engine._address(data), native_engine._address(out))
+    addresses = (strided._address(data), strided._address(out))
     # (below AVX-512, gather_pixels takes such windows from registers, rows of any length)
     registers = streamed or not core.WHOLE_LINES
     assert core.streams(program, addresses[1], True) == (registers and core.streams(program, addresses[1]))
@@ -2764,8 +2766,8 @@ def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_regi
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
             assert native_engine.streamed(out) == 1
             program = native_engine.program(plan, data, out)
-            assert core.streams(program, native_engine._address(out), True) == (registers and core.streams(
-                program, native_engine._address(out))), (op.__name__, dtype, offset)
+            assert core.streams(program, strided._address(out), True) == (registers and core.streams(
+                program, strided._address(out))), (op.__name__, dtype, offset)
             op(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op.__name__, dtype, offset)
             assert not written_outside(), (op.__name__, dtype, offset)

@@ -59,7 +59,7 @@ class _Paths:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.hits: Dict[str, int] = {}
         for module, name, changed in (
-                (native_engine, "fan_out_first", lambda args, r: [list(l) for l in args[0]] != r),
+                (strided, "fan_out_first", lambda args, r: [list(l) for l in args[0]] != r),
                 (strided, "runs_together", lambda args, r: args[0] != r),
                 (native_engine, "_split", lambda args, r: len(r) > 1 or len(r[0]) - 8 != 3 * max(2, len(args[5])))):
             monkeypatch.setattr(module, name, self._wrap(getattr(module, name), name, changed))

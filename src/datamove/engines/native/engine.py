@@ -42,8 +42,6 @@ from ...arrays.caches import BoundedCache
 from ...plans.views import Plan, check_arrays, check_shapes
 from . import core_format
 from .. import numpy_engine
-from .strided import _address, _lowest_offset, fan_out_first, lower, lower_fill, lower_window
-from .units import lower_units
 
 if TYPE_CHECKING:
     from ..call import Call
@@ -270,6 +268,8 @@ def _split(pattern: str, word: int, block: int, src_start: int, dst_start: int,
 def _windowed(plan: Plan, data: np.ndarray[Any, Any], out: np.ndarray[Any, Any],
               addresses: Tuple[int, int], streamed: int) -> Optional[List[List[int]]]:
     """The steps of ``plan.windows`` and ``plan.window_fills``, or None if a window cannot be lowered."""
+    from .strided import fan_out_first, lower_fill, lower_window
+
     steps = []
     for window in plan.windows:
         nest = lower_window(data, out, window, addresses)
@@ -303,6 +303,10 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
     ``addresses``: the arrays' lowest addresses, and ``stream``: :func:`streamed`, when the caller has
     them. Streamed, scatter tiles read in passes (:func:`~datamove.engines.native.strided.fan_out_first`).
     """
+    # (the Python lowering, imported when a program is first made: 0.5 ms of `import datamove` otherwise)
+    from .strided import _address, _lowest_offset, fan_out_first, lower, lower_fill
+    from .units import lower_units
+
     if addresses is None:
         addresses = (_address(data), _address(out))
     if stream is None:
