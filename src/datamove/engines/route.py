@@ -38,9 +38,9 @@ from typing import List, NamedTuple, Tuple
 
 from ..errors import DataMoveError
 
-__all__ = ["Facts", "Route", "route", "able", "own_ops", "tensor_repeats", "repeats_on_core", "two_step", "ENGINES", "NATIVE_MIN_BYTES",
-           "REPEAT_NATIVE_MIN_BYTES", "TORCH_REPEAT_NATIVE_MIN_BYTES", "TEMPORARY_MAX_BYTES", "TRITON_MIN_BYTES",
-           "PALLAS_MIN_BYTES"]
+__all__ = ["Facts", "Route", "route", "able", "own_ops", "tensor_repeats", "repeats_on_core", "two_step", "ENGINES",
+           "NATIVE_MIN_BYTES", "REPEAT_NATIVE_MIN_BYTES", "TORCH_REPEAT_NATIVE_MIN_BYTES", "TEMPORARY_MAX_BYTES",
+           "TRITON_MIN_BYTES", "PALLAS_MIN_BYTES"]
 
 #: Every engine name, in the order ``"auto"`` tries them.
 ENGINES = ("numpy", "native", "array_api", "triton", "pallas")

@@ -303,11 +303,9 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
     ``addresses``: the arrays' lowest addresses, and ``stream``: :func:`streamed`, when the caller has
     them. Streamed, scatter tiles read in passes (:func:`~datamove.engines.native.strided.fan_out_first`).
     """
-    # (the Python lowering, imported when a program is first made: 0.5 ms of `import datamove` otherwise)
-    from .strided import _address, _lowest_offset, fan_out_first, lower, lower_fill
-    from .units import lower_units
-
     if addresses is None:
+        from .strided import _address
+
         addresses = (_address(data), _address(out))
     if stream is None:
         stream = streamed(out)
@@ -315,6 +313,10 @@ def program(plan: Plan, data: np.ndarray, out: np.ndarray, addresses: Optional[T
     found = _PROGRAMS.get(key)
     if found is not None:
         return found
+    # (the Python lowering, imported when a program is first made: 0.5 ms of `import datamove` otherwise)
+    from .strided import _lowest_offset, fan_out_first, lower, lower_fill
+    from .units import lower_units
+
     steps: Optional[List[Any]] = None
     if plan.source:  # SpaceToBatch and BatchToSpace of small images: units from tables
         item = data.dtype.itemsize
