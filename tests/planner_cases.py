@@ -17,6 +17,7 @@ import numpy as np
 from datamove.plans import views as plans
 from datamove import shapes
 from datamove.errors import DataMoveError
+import lowering
 
 OPS = ("batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space")  # the planner's op ids, in order
 MODES = ("blocks_first", "depth_first")
@@ -150,6 +151,4 @@ def random_case(rng: np.random.Generator, **limits: Any) -> Tuple[plans.Plan, np
 
 def python_program(plan: plans.Plan, data: np.ndarray, out: np.ndarray, stream: int) -> Optional[bytes]:
     """The Python side's program for ``plan`` on these arrays, lowered for ``stream``."""
-    from datamove.engines.native import engine as native_engine
-
-    return native_engine.program(plan, data, out, stream=stream)
+    return lowering.program(plan, data, out, stream=stream)

@@ -21,6 +21,7 @@ import pytest
 import datamove
 from datamove.engines.native import threads
 from datamove.engines.native import engine as native_engine
+import lowering
 
 pytestmark = pytest.mark.skipif(not native_engine.available(), reason="needs the compiled core")
 
@@ -49,19 +50,19 @@ def _takes(core, program: bytes, src: np.ndarray, dst: np.ndarray) -> bool:
 
 
 def test_python_writes_the_pattern_ids_the_core_exports(core):
-    assert native_engine._PATTERNS == core.PATTERNS
+    assert lowering._PATTERNS == core.PATTERNS
     assert sorted(core.PATTERNS.values()) == list(range(len(core.PATTERNS)))
     # a program of SpaceToBatch with pads on small images: one UNITS step, under the core's id
     data = np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)
     from datamove.plans import views as plans
-    from datamove.engines.native.units import lower_units
+    from lowering.units import lower_units
 
     plan = plans.space_to_batch(data.shape, (8, 3, 2, 2), (1, 1, 2, 2), (0, 0, 1, 1), (0, 0, 1, 1))
     out = np.empty(plan.out_shape, np.float32)
     step, = lower_units(plan, data, out, (0, 0))
     assert step[0] == core.PATTERNS["units"] and core.ZERO_WORD in step[17:]
     # an id past the last pattern is no pattern
-    fill = native_engine._step("fill", 4, 0, 0, 0, 0, 0, [[1, 0, 1]])
+    fill = lowering._step("fill", 4, 0, 0, 0, 0, 0, [[1, 0, 1]])
     dst = np.ones(4, np.float32)
     assert _takes(core, _program(fill), dst, dst)
     assert not _takes(core, _program([len(core.PATTERNS)] + fill[1:]), dst, dst)
@@ -109,7 +110,7 @@ def test_a_steps_word_is_one_the_core_takes(core):
     """Words are powers of two up to MAX_WORD bytes; gather windows' pixels up to MAX_WINDOW_WORD."""
     dst = np.ones(4 * core.MAX_WINDOW_WORD, np.uint8)
     for word in range(1, 2 * core.MAX_WINDOW_WORD + 1):
-        fill = native_engine._step("fill", word, 0, 0, 0, 0, 0, [[1, 0, 1]])
+        fill = lowering._step("fill", word, 0, 0, 0, 0, 0, [[1, 0, 1]])
         power = word & (word - 1) == 0
         assert _takes(core, _program(fill), dst, dst) == (power and word <= core.MAX_WORD), word
     assert not dst[:core.MAX_WORD].any() and dst[core.MAX_WORD:].all()  # what the words taken filled
@@ -120,7 +121,8 @@ def test_every_constant_the_core_exports_is_read_where_python_uses_it(core):
     """core_format reads each of the core's exports under its own name, and the modules that need one read
     core_format's: the op and mode ids, the tile blocks, the thread bound (tests/test_planner.py holds the
     two lowerings together bit for bit, so a value read wrong shows there too)."""
-    from datamove.engines.native import core_format, strided
+    from datamove.engines.native import core_format
+    from lowering import strided
 
     for name in core_format.__all__:
         assert getattr(core_format, name) == getattr(core, name), name
@@ -131,7 +133,7 @@ def test_every_constant_the_core_exports_is_read_where_python_uses_it(core):
 
 def test_the_program_limits_are_the_ones_the_core_enforces(core):
     dst = np.ones(4, np.float32)
-    fill = native_engine._step("fill", 4, 0, 0, 0, 0, 0, [[1, 0, 1]])
+    fill = lowering._step("fill", 4, 0, 0, 0, 0, 0, [[1, 0, 1]])
     for loops, taken in ((core.MAX_LOOPS, True), (core.MAX_LOOPS + 1, False)):
         step = fill[:7] + [loops] + [1, 0, 0] * (loops - 1) + [1, 0, 1]
         assert _takes(core, _program(step), dst, dst) == taken, loops
@@ -145,10 +147,10 @@ def test_the_program_limits_are_the_ones_the_core_enforces(core):
 def test_the_python_lowering_reads_the_planners_thresholds_from_the_core(core):
     """The Python side's twin of the core's planner (tests/test_planner.py holds them together bit for bit)
     decides with the core's own thresholds (src/native/plan.hpp), each read, never written twice."""
-    from datamove.engines.native import strided, units
+    from lowering import strided, units
 
-    read = {"MIN_ROWS": native_engine._MIN_ROWS, "CHUNK_WORDS": native_engine._CHUNK_WORDS,
-            "CHUNK_BYTES": native_engine._CHUNK_BYTES, "SHARED_BYTES": native_engine._SHARED_BYTES,
+    read = {"MIN_ROWS": lowering._MIN_ROWS, "CHUNK_WORDS": lowering._CHUNK_WORDS,
+            "CHUNK_BYTES": lowering._CHUNK_BYTES, "SHARED_BYTES": lowering._SHARED_BYTES,
             "REREAD_BYTES": strided.REREAD_BYTES, "SMALL_UNIT_WORDS": units.SMALL_UNIT_WORDS,
             "TABLE_COST": units.TABLE_COST, "ROW_BYTES": units.ROW_BYTES}
     assert read == {name: getattr(core, name) for name in read}
@@ -160,9 +162,9 @@ def test_without_the_core_the_package_imports_and_runs_on_numpy():
         "import sys, warnings\n"
         "sys.modules['datamove._native'] = None  # as an install without a C++ compiler has it\n"
         "import numpy as np, datamove as dm\n"
-        "from datamove.engines.native import engine as native_engine, strided, units\n"
-        "assert not native_engine.available() and native_engine._PATTERNS == {}\n"
-        "assert strided.BLOCKS == () and dm.engines.native.threads.MAX_THREADS == sys.maxsize\n"
+        "from datamove.engines.native import core_format, engine as native_engine\n"
+        "assert not native_engine.available() and core_format.PATTERNS == {}\n"
+        "assert core_format.TILE_BLOCKS == () and dm.engines.native.threads.MAX_THREADS == sys.maxsize\n"
         "x = np.arange(4 * 4 * 8 * 8, dtype=np.float32).reshape(4, 4, 8, 8)\n"
         "y = dm.space_to_batch(x, [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])\n"
         "back = dm.batch_to_space(y, [1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])\n"

@@ -20,8 +20,9 @@ import reference as ref
 from datamove import engines, shapes
 from datamove.plans import views as plans
 from datamove.engines.native import engine as native_engine
-from datamove.engines.native import strided
-from datamove.engines.native.strided import _merge, fan_out_first, lower, schedule
+import lowering
+from lowering import strided
+from lowering.strided import _merge, fan_out_first, lower, schedule
 from concurrency import run_threads
 from strategies import depth_case, space_batch_case
 
@@ -206,10 +207,10 @@ _MOVED = _ones_then_nhwc(_SOURCE.shape)
 def test_a_block_of_one_is_shared_among_threads(name, call, expected, python_lowering):
     # A block of 1 is a copy (or, across layouts, a transpose) whose tile was the whole step: the threads
     # share a step by the loops around its tile, so one thread ran all of it, whatever the thread count.
-    native_engine._PROGRAMS.clear()
+    lowering._PROGRAMS.clear()
     with _threads(16):
         result = call()
-    (program,) = native_engine._PROGRAMS.values()
+    (program,) = lowering._PROGRAMS.values()
     for pattern, word, block, loops in _steps(program):
         rows, size = int(np.prod([l[0] for l in loops[:-2]])), int(np.prod([l[0] for l in loops])) * word
         if size >= 1 << 20:  # every large step: tiles enough for 16 threads and their pieces, or tiles of 256 KiB
@@ -237,13 +238,13 @@ def test_split_cuts_a_nest_into_steps_that_copy_the_same_words(pattern, outer, t
     if rows_on and len(loops) >= 2:  # a tile writing whole rows one after another (the transposes' 16-row case)
         loops[-1][2], loops[-2][2] = 1, loops[-1][0]
     word = 4
-    saved = (native_engine._MIN_ROWS, native_engine._CHUNK_WORDS, native_engine._CHUNK_BYTES, native_engine._SHARED_BYTES)
-    native_engine._MIN_ROWS, native_engine._CHUNK_WORDS, native_engine._CHUNK_BYTES, native_engine._SHARED_BYTES = \
+    saved = (lowering._MIN_ROWS, lowering._CHUNK_WORDS, lowering._CHUNK_BYTES, lowering._SHARED_BYTES)
+    lowering._MIN_ROWS, lowering._CHUNK_WORDS, lowering._CHUNK_BYTES, lowering._SHARED_BYTES = \
         8 * min_rows, 4, 8, 16
     try:
-        steps = native_engine._split(pattern, word, 0, 100, 200, loops)
+        steps = lowering._split(pattern, word, 0, 100, 200, loops)
     finally:
-        native_engine._MIN_ROWS, native_engine._CHUNK_WORDS, native_engine._CHUNK_BYTES, native_engine._SHARED_BYTES = saved
+        lowering._MIN_ROWS, lowering._CHUNK_WORDS, lowering._CHUNK_BYTES, lowering._SHARED_BYTES = saved
     whole = [l for l in loops]
     while len(whole) < 2:
         whole.insert(0, [1, 0, 0])
@@ -251,7 +252,7 @@ def test_split_cuts_a_nest_into_steps_that_copy_the_same_words(pattern, outer, t
     got = [pair for step in steps for pair in _pairs(step)]
     assert sorted(got) == sorted(expected)  # (offsets may repeat inside one nest: a multiset, not a set)
     for step in steps:
-        assert step[0] == native_engine._PATTERNS[pattern] and step[7] >= 2
+        assert step[0] == lowering._PATTERNS[pattern] and step[7] >= 2
 
 
 @pytest.mark.parametrize("block", [2, 3, 4])
@@ -268,10 +269,10 @@ def test_register_streams_take_16_byte_scatters_and_a_few_staged_steps(block):
     expected = ref.batch_to_space(data, *args)
     out = np.zeros((expected.shape[0],) + expected.shape[2:] + (4,), np.float32).transpose(0, 3, 1, 2)
     plan = plans.batch_to_space(data.shape, expected.shape, *map(tuple, args))
-    program = native_engine.program(plan, data, out, stream=1)
+    program = lowering.program(plan, data, out, stream=1)
     steps = _steps(program)
     bulk = max(steps, key=lambda step: np.prod([l[0] for l in step[3]]))
-    assert bulk[:3] == (native_engine._PATTERNS["scatter"], 16, block), bulk
+    assert bulk[:3] == (lowering._PATTERNS["scatter"], 16, block), bulk
     assert len(steps) > 1  # the edge pixels, steps of their own
     addresses = (strided._address(data), strided._address(out))
     assert core.streams(program, addresses[1], True)
@@ -427,7 +428,7 @@ def test_units_tables_within_the_output_and_1_mib(shape, block, pads, python_low
     data = np.random.default_rng(1).random(shape).astype(np.float32)
     expected = ref.space_to_batch(data, block, pads, pads)
     out = np.empty_like(expected)
-    native_engine._PROGRAMS.clear()
+    lowering._PROGRAMS.clear()
     tracemalloc.start()
     dm.space_to_batch(data, block, pads, pads, out=out, engine="native")
     peak = tracemalloc.get_traced_memory()[1]
@@ -457,12 +458,46 @@ def test_bad_input_raises_before_any_kernel():
 # ------------------------------------------------------------------ the compiled core: stores, words, threads, fork
 
 
+@pytest.mark.parametrize("core_plans", [True, False])
+def test_calls_the_core_plans_none_of_run_on_numpy(monkeypatch, core_plans):
+    """The core's planner refuses ranks over 16 (and plans of over 65,536 views: tests/test_planner_views.py),
+    and with ``CORE_PLANS`` off it plans nothing: such calls run on the NumPy engine, bit for bit, first and
+    repeated, into new arrays and into ``out=`` (an out that aliases the data too), and name no kernel."""
+    from datamove.engines.call import Call
+
+    monkeypatch.setattr(native_engine, "CORE_PLANS", core_plans)
+    rng = np.random.default_rng(17)
+    rank = 17 if core_plans else 4
+    lead = (1,) * (rank - 3)
+    x = rng.integers(0, 1 << 16, (2,) + lead + (4, 6), dtype=np.uint16)
+    block, begin, end = (1,) + lead + (2, 2), (0,) * (rank - 2) + (1, 0), (0,) * (rank - 2) + (1, 2)
+    space = rng.integers(0, 1 << 16, (1, 3) + (2,) * (rank - 2), dtype=np.uint16)  # (the depth ops' block: every axis)
+    depth = dm.space_to_depth(space, "depth_first", 2, engine="numpy")
+    calls = [(dm.space_to_batch, x, (block, begin, end)), (dm.batch_to_space, x[:1].repeat(4, 0), (block, begin, end)),
+             (dm.space_to_depth, space, ("depth_first", 2)), (dm.depth_to_space, depth, ("blocks_first", 2))]
+    for op, data, args in calls:
+        want = op(data, *args, engine="numpy")
+        for _ in range(3):  # a first call, a recipe, its repeats
+            assert same_bits(op(data, *args, engine="native"), want), op.__name__
+            out = np.full_like(want, 7)
+            assert op(data, *args, engine="native", out=out) is out and same_bits(out, want), op.__name__
+    call = Call("space_to_depth", {"mode": "depth_first", "block_size": 2}, space.shape, depth.shape)
+    assert native_engine.program_of(call, space, np.empty_like(depth)) is None
+    assert native_engine.kernels(call, space, np.empty_like(depth)) == []
+    assert same_bits(native_engine.run(call, space, None), depth)  # the engine protocol's run()
+    out = np.zeros_like(depth)
+    assert native_engine.run(call, space, out) is out and same_bits(out, depth)
+    flat = np.arange(2 * 4 * 4 * 4, dtype=np.float32).reshape(2, 4, 4, 4)  # an out= that is the data's own memory
+    want = dm.space_to_depth(flat, "blocks_first", 2, engine="numpy")
+    assert same_bits(dm.space_to_depth(flat, "blocks_first", 2, engine="native", out=flat.reshape(want.shape)), want)
+
+
 @pytest.fixture
 def python_lowering(monkeypatch):
-    """Calls lowered by the Python side (datamove.engines.native.engine.program, into its cache of programs,
-    which a test reads; its allocations, which tracemalloc sees), the twin of the core's planner that
-    tests/test_planner.py holds it to bit for bit."""
-    monkeypatch.setattr(native_engine, "CORE_PLANS", False)
+    """Calls lowered by the tests' Python twin of the core's planner (tests/lowering: into its cache of
+    programs, which a test reads; its allocations, which tracemalloc sees), which tests/test_planner.py holds
+    the core's to bit for bit."""
+    lowering.python_plans(monkeypatch)
 
 
 @pytest.fixture
@@ -475,14 +510,12 @@ def streaming(monkeypatch):
 @pytest.fixture
 def windows(monkeypatch):
     """SpaceToBatch with pads as windows and fills, however small its images (no units from tables:
-    datamove.engines.native.units), for the tests of those kernels; programs made afresh."""
+    tests/lowering/units.py), for the tests of those kernels; programs made afresh."""
     from datamove.arrays.caches import BoundedCache
 
-    monkeypatch.setattr(native_engine, "CORE_PLANS", False)  # (the Python side's lowering, the core's twin)
-    from datamove.engines.native import units
-
-    monkeypatch.setattr(units, "lower_units", lambda *args: None)  # (native_engine imports it as a program is made)
-    monkeypatch.setattr(native_engine, "_PROGRAMS", BoundedCache(native_engine._MAX_PROGRAMS))
+    lowering.python_plans(monkeypatch)  # (the Python twin of the core's planner, which can leave units out)
+    monkeypatch.setattr(lowering, "lower_units", lambda *args: None)
+    monkeypatch.setattr(lowering, "_PROGRAMS", BoundedCache(lowering._MAX_PROGRAMS))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once
@@ -581,8 +614,8 @@ def test_many_python_threads_at_once():
     errors = []
     from datamove.arrays.caches import BoundedCache
 
-    before = native_engine._PROGRAMS
-    native_engine._PROGRAMS = BoundedCache(2)  # constant eviction: the races the cache must survive
+    before = lowering._PROGRAMS
+    lowering._PROGRAMS = BoundedCache(2)  # constant eviction: the races the cache must survive
 
     def work(seed):
         order = np.random.default_rng(seed).permutation(len(calls) * 4) % len(calls)
@@ -597,7 +630,7 @@ def test_many_python_threads_at_once():
     try:
         run_threads(work)
     finally:
-        native_engine._PROGRAMS = before
+        lowering._PROGRAMS = before
     assert errors == []
 
 
@@ -908,7 +941,7 @@ def test_which_programs_stream_and_what_they_write(monkeypatch, dtype):
             start = (-base.__array_interface__["data"][0] % 64) // base.itemsize + offset
             out = base[start: start + expected.size].reshape(expected.shape)
             plan = getattr(plans, op)(data.shape, expected.shape, *[tuple(a) if isinstance(a, list) else a for a in args])
-            program = native_engine.program(plan, data, out)
+            program = lowering.program(plan, data, out)
             # a gather's rows stream from anywhere when they go on from each other (put_lines stores their
             # partial end lines plainly), and only from a line when not (SpaceToDepth with block 4, short runs); the
             # others from 4-byte aligned starts
@@ -977,9 +1010,9 @@ def test_streamed_gather_windows_taken_as_runs(streaming, threads, dtype, block,
             plan = plans.space_to_batch(data.shape, expected.shape, tuple(hb), tuple(args[1]), tuple(args[2]))
             item = np.dtype(dtype).itemsize
             for offset, out, written_outside in _outs_at_offsets(expected, _item_offsets(item)):
-                program = native_engine.program(plan, data, out)
+                program = lowering.program(plan, data, out)
                 steps = _steps(program)
-                windows = [loops for pattern, _, b, loops in steps if pattern == native_engine._PATTERNS["gather_window"]]
+                windows = [loops for pattern, _, b, loops in steps if pattern == lowering._PATTERNS["gather_window"]]
                 assert windows and all(len(l) >= 3 for l in windows)
                 if hb[2] == 1:  # the loop right outside the tile goes on where its rows stop
                     assert any(l[-3][2] == l[-1][0] for l in windows)
@@ -1028,8 +1061,8 @@ def test_gather_windows_of_pixels(windows, monkeypatch, stream, threads, dtype, 
                     out = out.reshape(expected.shape)
                 else:  # NCHW stored channels-last, as the data
                     out = out.reshape((expected.shape[0],) + expected.shape[2:] + (channels,)).transpose(0, 3, 1, 2)
-                windows = [(word, loops) for pattern, word, _, loops in _steps(native_engine.program(plan, data, out))
-                           if pattern == native_engine._PATTERNS["gather_window"]]
+                windows = [(word, loops) for pattern, word, _, loops in _steps(lowering.program(plan, data, out))
+                           if pattern == lowering._PATTERNS["gather_window"]]
                 assert windows and all(word == channels * item for word, _ in windows), windows
                 dm.space_to_batch(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (block, offset)
@@ -1061,8 +1094,8 @@ def test_windows_of_wide_pixels_streamed_at_any_offset(windows, monkeypatch, thr
                 base = np.zeros(expected.nbytes + 128, np.uint8)
                 start = -base.__array_interface__["data"][0] % 64 + offset
                 out = base[start:start + expected.nbytes].view(dtype).reshape(expected.shape)
-                program = native_engine.program(plan, data, out)
-                assert any(pattern == native_engine._PATTERNS["gather_window"] and word == channels * item
+                program = lowering.program(plan, data, out)
+                assert any(pattern == lowering._PATTERNS["gather_window"] and word == channels * item
                            for pattern, word, _, _ in _steps(program)) == (offset % 16 == 0)
                 dm.space_to_batch(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (blocks, offset)
@@ -1101,9 +1134,9 @@ def test_windows_of_pixels_streamed_without_avx512(monkeypatch, level):
                 base = np.zeros(expected.nbytes + 128, np.uint8)
                 start = -base.__array_interface__["data"][0] % 64 + offset
                 out = base[start:start + expected.nbytes].view(dtype).reshape(shape).transpose(0, 3, 1, 2)
-                program = native_engine.program(plan, data, out, stream=1)
+                program = lowering.program(plan, data, out, stream=1)
                 windows = [word for pattern, word, _, _ in _steps(program)
-                           if pattern == native_engine._PATTERNS["gather_window"]]
+                           if pattern == lowering._PATTERNS["gather_window"]]
                 assert channels * item in windows, windows
                 assert core.streams(program, strided._address(out), True)  # from registers
                 for threads in (1, 3):
@@ -1234,7 +1267,7 @@ def test_no_read_past_the_input():
 def test_windows_of_pixels_only_where_the_core_takes_them():
     """Pixels of 2 to 128 bytes lower to windows in SpaceToBatch only; pixels over 128 bytes or not a power
     of two, and BatchToSpace's scatter windows of pixels, lower to None (the copies then run)."""
-    from datamove.engines.native.strided import lower_window
+    from lowering.strided import lower_window
 
     def nest(op, shape, channels, dtype=np.float32):
         data = np.zeros(shape + (channels,), dtype)
@@ -1273,9 +1306,9 @@ def test_streamed_gather_rows_that_go_on_past_the_block_row_loop(streaming, thre
         expected = ref.space_to_depth(data, mode, 2)
         plan = plans.space_to_depth(data.shape, expected.shape, mode, 2)
         for offset, out, written_outside in _outs_at_offsets(expected, _item_offsets(np.dtype(dtype).itemsize)):
-            program = native_engine.program(plan, data, out)
+            program = lowering.program(plan, data, out)
             (pattern, _, block, loops), = _steps(program)
-            assert (pattern, block) == (native_engine._PATTERNS["gather"], 2)
+            assert (pattern, block) == (lowering._PATTERNS["gather"], 2)
             assert loops[-3][2] != loops[-1][0] and loops[-4][2] == loops[-1][0]  # rows go on past one loop
             assert core.streams(program, strided._address(out)), offset
             dm.space_to_depth(data, mode, 2, out=out, engine="native")
@@ -1298,9 +1331,9 @@ def test_streamed_gather_rows_that_go_on_are_streamed_as_one_run(streaming, thre
         expected = ref.space_to_depth(data, "blocks_first", 3)
         plan = plans.space_to_depth(data.shape, expected.shape, "blocks_first", 3)
         for offset, out, written_outside in _outs_at_offsets(expected, range(0, 64, max(4, data.itemsize))):
-            program = native_engine.program(plan, data, out)
+            program = lowering.program(plan, data, out)
             (pattern, _, block, loops), = _steps(program)
-            assert (pattern, block) == (native_engine._PATTERNS["gather"], 3)  # a gather tile
+            assert (pattern, block) == (lowering._PATTERNS["gather"], 3)  # a gather tile
             assert loops[-3][2] == loops[-1][0]  # the loop around it goes on where its rows stop
             assert core.streams(program, strided._address(out)), offset
             dm.space_to_depth(data, "blocks_first", 3, out=out, engine="native")
@@ -1329,9 +1362,9 @@ def test_streamed_gather_rows_in_chains(streaming, threads, dtype, channels):
             last = np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
             for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
                 out = out.transpose(0, 3, 1, 2)
-                program = native_engine.program(plan, data, out)
+                program = lowering.program(plan, data, out)
                 (pattern, _, block, loops), = _steps(program)
-                assert (pattern, block) == (native_engine._PATTERNS["gather"], 4)
+                assert (pattern, block) == (lowering._PATTERNS["gather"], 4)
                 if core.WHOLE_LINES or (core.GATHER_LINES and item in (4, 8)):
                     assert core.streams(program, strided._address(out), True), offset
                 dm.depth_to_space(data, "depth_first", 2, out=out, engine="native")
@@ -1363,8 +1396,8 @@ def test_strided_tiles_a_line_at_a_time(monkeypatch, stream, threads, dtype, blo
             last = np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
             for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
                 out = out.transpose(0, 3, 1, 2)
-                program = native_engine.program(plan, data, out)
-                assert [step[0] for step in _steps(program)] == [native_engine._PATTERNS["strided"]]
+                program = lowering.program(plan, data, out)
+                assert [step[0] for step in _steps(program)] == [lowering._PATTERNS["strided"]]
                 if core.WHOLE_LINES and stream:
                     assert core.streams(program, strided._address(out)), offset
                 dm.depth_to_space(data, "depth_first", block, out=out, engine="native")
@@ -1404,12 +1437,12 @@ def test_strided_units_from_a_table(monkeypatch, stream, threads, op, dtype, blo
             last = np.ascontiguousarray(expected.transpose(0, 2, 3, 1))
             for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
                 out = out.transpose(0, 3, 1, 2)
-                program = native_engine.program(plan, data, out)
+                program = lowering.program(plan, data, out)
                 (pattern, _, _, loops), = _steps(program)
                 # block tiles of 3 rows or positions (the SIMD bodies take 2 or 4), or streamed gathers of short rows
                 rows, tile = loops[-2][0], loops[-1][0]
-                assert pattern == native_engine._PATTERNS["strided"] or 3 in (rows, tile) or \
-                    (pattern == native_engine._PATTERNS["gather"] and tile * item < 64), (pattern, rows, tile)
+                assert pattern == lowering._PATTERNS["strided"] or 3 in (rows, tile) or \
+                    (pattern == lowering._PATTERNS["gather"] and tile * item < 64), (pattern, rows, tile)
                 if core.WHOLE_LINES and stream:
                     assert core.streams(program, strided._address(out)), offset
                 call(data, "depth_first", block, out=out, engine="native")
@@ -1492,7 +1525,7 @@ def test_channels_last_batch_to_space_of_small_images_from_tables(monkeypatch, s
             plan = plans.batch_to_space(data.shape, expected.shape, *map(tuple, args))
             for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
                 out = out if layout == "nchw" else np.moveaxis(out, -1, 1)
-                steps = _steps(native_engine.program(plan, data, out))
+                steps = _steps(lowering.program(plan, data, out))
                 assert [(step[0], step[3][-1][0]) for step in steps] == [(7, int(np.prod(expected.shape[1:])))]
                 dm.batch_to_space(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), offset
@@ -1518,7 +1551,7 @@ def test_units_left_to_the_other_kernels(op, shape, block, begin, end, dtype):
     expected = getattr(ref, op)(data, *args)
     out = np.empty_like(expected)
     plan = getattr(plans, op)(data.shape, expected.shape, *map(tuple, args))
-    assert all(step[0] != 7 for step in _steps(native_engine.program(plan, data, out)))
+    assert all(step[0] != 7 for step in _steps(lowering.program(plan, data, out)))
     getattr(dm, op)(data, *args, out=out, engine="native")
     assert same_bits(out, expected)
 
@@ -1557,7 +1590,7 @@ def test_space_to_batch_of_small_images_from_tables(monkeypatch, stream, threads
             plan = plans.space_to_batch(data.shape, expected.shape, *map(tuple, args))
             for offset, out, written_outside in _outs_at_offsets(last, range(0, 64, max(item, 4))):
                 out = out if layout == "nchw" else out.transpose(0, 3, 1, 2)
-                steps = _steps(native_engine.program(plan, data, out))
+                steps = _steps(lowering.program(plan, data, out))
                 image = int(np.prod(expected.shape[1:]))
                 if apart and unit < image and image > 16384:  # planes' loop is no single loop, the images too big
                     assert steps[0][0] != 7
@@ -1674,9 +1707,9 @@ def test_gather_loops_follow_the_input_past_too_many_side_rows(streaming, mode):
     expected = ref.space_to_depth(data, mode, 3)
     plan = plans.space_to_depth(data.shape, expected.shape, mode, 3)
     for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
-        program = native_engine.program(plan, data, out)
+        program = lowering.program(plan, data, out)
         (pattern, _, block, loops), = _steps(program)
-        assert (pattern, block) == (native_engine._PATTERNS["gather"], 3)
+        assert (pattern, block) == (lowering._PATTERNS["gather"], 3)
         outer = loops[:-2]
         assert outer[-3][2] == 16 * outer[-2][0] and outer[-2][2] == 16  # depth, then height: the rows go on
         assert abs(outer[-4][1]) < abs(outer[-3][1])  # the block's depth offset, outside the depth loop
@@ -1700,9 +1733,9 @@ def _rows_through_two_loops(core, threads, dtype, block, shape, mode):
         expected = ref.space_to_depth(data, mode, block)
         plan = plans.space_to_depth(data.shape, expected.shape, mode, block)
         for offset, out, written_outside in _outs_at_offsets(expected, _item_offsets(np.dtype(dtype).itemsize)):
-            program = native_engine.program(plan, data, out)
+            program = lowering.program(plan, data, out)
             (pattern, word, kind, loops), = _steps(program)
-            assert (pattern, kind) == (native_engine._PATTERNS["gather"], block)
+            assert (pattern, kind) == (lowering._PATTERNS["gather"], block)
             n = loops[-1][0]
             assert loops[-4][2] == n and loops[-5][2] == n * loops[-4][0]  # height, then depth: the rows go on
             assert core.streams(program, strided._address(out)), offset
@@ -1800,7 +1833,7 @@ def test_streamed_windows_with_rows_longer_than_a_chunk(monkeypatch, seed):
                 base = np.zeros(expected.size + 2, dtype)
                 out = base[offset: offset + expected.size].reshape(expected.shape)
                 plan = getattr(plans, op)(data.shape, expected.shape, *(tuple(a) for a in args))
-                streamed += core.streams(native_engine.program(plan, data, out), strided._address(out))
+                streamed += core.streams(lowering.program(plan, data, out), strided._address(out))
                 getattr(dm, op)(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (op, dtype, b, width, args, offset)
     assert streamed  # the streamed paths were taken
@@ -1844,7 +1877,7 @@ def _one_step(pattern, word, block, loops, src0=0, dst0=0):
     return np.array([1] + head + [x for loop in loops for x in loop], np.int64).tobytes()
 
 
-_PATTERN = native_engine._PATTERNS
+_PATTERN = lowering._PATTERNS
 
 
 def _run_and_compare(core, program, src, raw, expected, threads, label):
@@ -1969,7 +2002,7 @@ def test_channels_last_pixels_of_a_few_channels(monkeypatch, stream):
             raw = np.zeros(expected.size + 8, np.float32)
             start = (-raw.__array_interface__["data"][0] % 16) // 4 + shift
             out = raw[start: start + expected.size].reshape(n, h, w, c).transpose(0, 3, 1, 2)
-            program = native_engine.program(plan, data, out)
+            program = lowering.program(plan, data, out)
             assert [(p, word, b, loops[-1][0]) for p, word, b, loops in _steps(program)] == [(2, 4) + tiles], op
             # pixels under a line stream only from 16 bytes; 64-byte ones from any 4 bytes, as every piece of a line
             streamed = shift != 1 or tiles == (4, 4)
@@ -1995,7 +2028,7 @@ def test_short_rows_of_the_run_loops_store_plainly(windows, monkeypatch):
         expected = ref.batch_to_space(data, *args)
         plan = plans.batch_to_space(data.shape, expected.shape, *args)
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
-            program = native_engine.program(plan, data, out)
+            program = lowering.program(plan, data, out)
             assert core.streams(program, strided._address(out)) == streamed, (dtype, width, offset)
             dm.batch_to_space(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (dtype, width, offset)
@@ -2005,7 +2038,7 @@ def test_short_rows_of_the_run_loops_store_plainly(windows, monkeypatch):
         expected = ref.space_to_batch(data, *args)
         plan = plans.space_to_batch(data.shape, expected.shape, *args)
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
-            program = native_engine.program(plan, data, out)
+            program = lowering.program(plan, data, out)
             assert core.streams(program, strided._address(out)) == streamed, (width, offset)
             dm.space_to_batch(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (width, offset)
@@ -2031,7 +2064,7 @@ def test_short_pieces_in_many_streams_stream_only_on_a_line(monkeypatch):
             raw = np.zeros(expected.size + 128, np.uint8)
             start = -raw.__array_interface__["data"][0] % 64 + offset
             out = raw[start: start + expected.size].reshape(expected.shape)
-            streams = core.streams(native_engine.program(plan, data, out), strided._address(out))
+            streams = core.streams(lowering.program(plan, data, out), strided._address(out))
             assert streams == (offset == 0 or not on_line_only), (width, offset)
             dm.space_to_batch(data, *args, out=out, engine="native")
             assert same_bits(out, expected)
@@ -2055,7 +2088,7 @@ def test_programs_of_several_steps_run_in_bands(windows, op, shape, args, thread
     plan = getattr(plans, op)(data.shape, expected.shape, *args)
     with _threads(threads):
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 4, 16)):
-            assert len(_steps(native_engine.program(plan, data, out))) > 1
+            assert len(_steps(lowering.program(plan, data, out))) > 1
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), offset
             assert not written_outside(), offset
@@ -2155,7 +2188,7 @@ def test_plain_scatters_every_short_length(dtype, block, mode):
 def test_the_cores_lowest_address_is_the_lowering_s():
     """_native.lowest (the buffer protocol, no format) gives strided._address for any dtype and layout: negative
     and zero strides, zero-size, read-only, and dtypes with no buffer format; a non-array is a TypeError."""
-    from datamove.engines.native.strided import _address
+    from lowering.strided import _address
 
     core = native_engine.core()
     read_only = np.arange(6.0)
@@ -2184,7 +2217,7 @@ def test_gather_loops_follow_the_input():
     plan = plans.space_to_depth(data.shape, (2, 256, 128, 128), "blocks_first", 2)
     nest = lower(data, np.zeros(plan.out_shape, np.float32), *plan.copies[0])
     assert nest.loops[-3] == (2, 256, 2 * 128 * 128 * 64)  # block rows innermost, as the input runs
-    from datamove.engines.native.strided import lower_window
+    from lowering.strided import lower_window
 
     for height in (64, 256):
         data = np.zeros((1, 1, height, 256), np.uint8)
@@ -2232,7 +2265,7 @@ def test_short_rows_stream_when_the_next_goes_on_from_them(monkeypatch):
                 out = base[start: start + expected.size].reshape(n, h, w, c).transpose(0, 3, 1, 2)
             plan_args = [tuple(a) if isinstance(a, list) else a for a in args]
             plan = getattr(plans, op)(data.shape, expected.shape, *plan_args)
-            assert core.streams(native_engine.program(plan, data, out), strided._address(out)) == streamed[offset], (op, offset)
+            assert core.streams(lowering.program(plan, data, out), strided._address(out)) == streamed[offset], (op, offset)
             getattr(dm, op)(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (op, offset)
 
@@ -2505,7 +2538,7 @@ def test_streamed_scatters_of_long_rows_read_a_block_row_at_a_time(streaming, th
                 with pytest.MonkeyPatch.context() as patch:
                     patch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
                     for offset, out, written_outside in _outs_at_offsets(expected, (0, 8, 16, 40)):
-                        main = max(_steps(native_engine.program(plan, data, out)), key=lambda s: np.prod([l[0] for l in s[3]]))
+                        main = max(_steps(lowering.program(plan, data, out)), key=lambda s: np.prod([l[0] for l in s[3]]))
                         outermost = main[3][0]
                         block_row = outermost[0] == args[0][-2] if op is dm.batch_to_space else outermost[0] == args[1]
                         on_lines = offset == 0 and out.strides[-2] % 64 == 0
@@ -2542,7 +2575,7 @@ def test_streamed_scatter_rows_off_lines_join_the_next_rows(streaming, threads):
             expected = spec(data, *args)
             plan = getattr(plans, op.__name__)(data.shape, expected.shape, *args)
             for offset, out, written_outside in _outs_at_offsets(expected, _item_offsets(np.dtype(dtype).itemsize)):
-                program = native_engine.program(plan, data, out)
+                program = lowering.program(plan, data, out)
                 # (it streams 4-byte aligned pieces of 4-byte multiples: from an odd offset, plainly)
                 assert core.streams(program, out.__array_interface__["data"][0]) or offset % 4, (op.__name__, shape, dtype, offset)
                 op(data, *args, out=out, engine="native")
@@ -2573,9 +2606,9 @@ def test_short_rows_stream_where_the_plain_run_loop_cannot_take_them(windows, st
         expected = ref.space_to_batch(data, *args)
         plan = plans.space_to_batch(data.shape, expected.shape, *args)
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
-            window = [s for s in _steps(native_engine.program(plan, data, out)) if s[0] == native_engine._PATTERNS["gather_window"]]
+            window = [s for s in _steps(lowering.program(plan, data, out)) if s[0] == lowering._PATTERNS["gather_window"]]
             assert window, pad
-            assert core.streams(native_engine.program(plan, data, out), strided._address(out)) == streamed, (pad, offset)
+            assert core.streams(lowering.program(plan, data, out), strided._address(out)) == streamed, (pad, offset)
             dm.space_to_batch(data, *args, out=out, engine="native")
             assert same_bits(out, expected), (pad, offset)
             assert not written_outside(), (pad, offset)
@@ -2605,7 +2638,7 @@ def test_streamed_gathers_join_up_to_16_rows_side_by_side_where_runs_are_long(st
             plan = plan_of(data.shape, expected.shape, *args)
             for offset, out, written_outside in _outs_at_offsets(expected, (16, 0, 4 * (np.dtype(dtype).itemsize < 8))):
                 if offset == 16:
-                    assert core.streams(native_engine.program(plan, data, out), strided._address(out)) == streamed, \
+                    assert core.streams(lowering.program(plan, data, out), strided._address(out)) == streamed, \
                         (op.__name__, shape, offset)
                 op(data, *args, out=out, engine="native")
                 assert same_bits(out, expected), (op.__name__, shape, offset)
@@ -2677,7 +2710,7 @@ def test_whole_line_gathers_join_the_lanes_around_each_tile_end(streaming, threa
                 expected = ref.space_to_depth(data, "blocks_first", block)
                 plan = plans.space_to_depth(data.shape, expected.shape, "blocks_first", block)
                 for offset, out, _ in _outs_at_offsets(expected, (0, 16)):
-                    assert core.streams(native_engine.program(plan, data, out), strided._address(out), True), offset
+                    assert core.streams(lowering.program(plan, data, out), strided._address(out), True), offset
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -2716,9 +2749,9 @@ def test_register_streams_take_windows_of_wide_pixels_with_long_rows(width, stre
     expected = ref.space_to_batch(data, *args)
     out = np.zeros((expected.shape[0],) + expected.shape[2:] + (64,), np.float16).transpose(0, 3, 1, 2)
     plan = plans.space_to_batch(data.shape, expected.shape, *map(tuple, args))
-    program = native_engine.program(plan, data, out, stream=1)
+    program = lowering.program(plan, data, out, stream=1)
     bulk = max(_steps(program), key=lambda step: np.prod([l[0] for l in step[3]]))
-    assert bulk[:2] == (native_engine._PATTERNS["gather_window"], 128), bulk
+    assert bulk[:2] == (lowering._PATTERNS["gather_window"], 128), bulk
     addresses = (strided._address(data), strided._address(out))
     # (below AVX-512, gather_pixels takes such windows from registers, rows of any length)
     registers = streamed or not core.WHOLE_LINES
@@ -2765,7 +2798,7 @@ def test_outputs_between_the_two_sizes_stream_where_every_step_streams_from_regi
         plan = plan_of(data.shape, expected.shape, *[tuple(a) if isinstance(a, tuple) else a for a in args])
         for offset, out, written_outside in _outs_at_offsets(expected, (0, 16)):
             assert native_engine.streamed(out) == 1
-            program = native_engine.program(plan, data, out)
+            program = lowering.program(plan, data, out)
             assert core.streams(program, strided._address(out), True) == (registers and core.streams(
                 program, strided._address(out))), (op.__name__, dtype, offset)
             op(data, *args, out=out, engine="native")

@@ -21,7 +21,9 @@ from numpy.lib.stride_tricks import as_strided
 import planner_cases as cases
 from datamove.plans import views as plans
 from datamove import shapes
-from datamove.engines.native import engine as native_engine, strided
+from datamove.engines.native import engine as native_engine
+from lowering import strided
+import lowering
 
 native = pytest.importorskip("datamove._native") if native_engine.available() else None
 pytestmark = pytest.mark.skipif(native is None, reason="the compiled core is not loaded")
@@ -54,14 +56,14 @@ def _array(shape: Sequence[int], dtype: Any, order: Optional[Sequence[int]] = No
 
 
 class _Paths:
-    """Which of strided's and native_engine's steps changed a nest while the Python side lowered."""
+    """Which of the lowering's steps changed a nest while the Python side lowered."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.hits: Dict[str, int] = {}
         for module, name, changed in (
-                (strided, "fan_out_first", lambda args, r: [list(l) for l in args[0]] != r),
+                (lowering, "fan_out_first", lambda args, r: [list(l) for l in args[0]] != r),
                 (strided, "runs_together", lambda args, r: args[0] != r),
-                (native_engine, "_split", lambda args, r: len(r) > 1 or len(r[0]) - 8 != 3 * max(2, len(args[5])))):
+                (lowering, "_split", lambda args, r: len(r) > 1 or len(r[0]) - 8 != 3 * max(2, len(args[5])))):
             monkeypatch.setattr(module, name, self._wrap(getattr(module, name), name, changed))
 
     def _wrap(self, function: Any, name: str, changed: Any) -> Any:
@@ -94,9 +96,9 @@ class _Arrays:
 def _lowered(plan: plans.Plan, arrays: _Arrays, stream: int) -> List[int]:
     """The program of ``plan`` from both sides, asserted equal; its int64s."""
     data, out = arrays.data, arrays.out
-    native_engine._PROGRAMS.clear()  # (the Python side lowers it anew: the paths are recorded)
-    expected = native_engine.program(plan, data, out, stream=stream)
-    assert not native_engine.carries_tables(expected), "a units step: lower_units' case, not this file's"
+    lowering._PROGRAMS.clear()  # (the Python side lowers it anew: the paths are recorded)
+    expected = lowering.program(plan, data, out, stream=stream)
+    assert not lowering.carries_tables(expected), "a units step: lower_units' case, not this file's"
     found = native.lower_flat(cases.encode_plan(plan).tobytes(), data, out, stream)
     assert found is not None, (plan, arrays, stream)
     program = np.frombuffer(expected, np.int64).tolist()

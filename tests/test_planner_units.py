@@ -21,8 +21,9 @@ from numpy.lib.stride_tricks import as_strided
 
 import planner_cases as cases
 from datamove import shapes
-from datamove.engines.native import core_format, engine as native_engine, units
-from datamove.engines.native.strided import _lowest_offset
+from datamove.engines.native import core_format, engine as native_engine
+from lowering import units
+from lowering.strided import _lowest_offset
 
 native = pytest.importorskip("datamove._native") if native_engine.available() else None
 pytestmark = pytest.mark.skipif(native is None, reason="the compiled core is not loaded")

@@ -24,6 +24,7 @@ from datamove import ops
 from datamove.dispatch import recipes
 from datamove.engines.native import engine as native_engine
 
+import lowering
 import reference
 from concurrency import run_threads
 
@@ -217,7 +218,7 @@ def test_what_the_python_side_sets_is_read_at_each_call(monkeypatch):
     assert repeated(op, x, *given, None, "auto") is not None
     with monkeypatch.context() as patched:
         patched.setattr(native_engine, "STREAM_BYTES", 0)  # streamed: no program kept for that mode yet,
-        patched.setattr(native_engine, "CORE_PLANS", False)  # and none planned here (the Python side's lowering)
+        lowering.python_plans(patched)  # and none planned here (the tests' Python twin of the core's planner)
         assert repeated(op, x, *given, None, "auto") is None
         # the Python path keeps one for this out= (its alignment: a new result's would be malloc's): the
         # recipe, made by the first call, runs on the core from the second
@@ -227,7 +228,7 @@ def test_what_the_python_side_sets_is_read_at_each_call(monkeypatch):
         out[...] = 0
         assert repeated(op, x, *given, out, "auto") is out
         np.testing.assert_array_equal(out, want)
-        patched.setattr(native_engine, "CORE_PLANS", True)
+        patched.undo()  # (the core plans again)
         patched.setattr(native_engine, "STREAM_BYTES", 1 << 62)
         patched.setattr(native_engine, "REGISTER_STREAM_BYTES", 0)  # the third mode: planned here
         np.testing.assert_array_equal(repeated(op, x, *given, None, "auto"), want)

@@ -5,10 +5,10 @@
 //   views.cpp   plan_views: the output as strided views of the input (datamove.plans.views' Plan: copies, fills,
 //               windows, window fills, the source); from the op's shapes and parameters only.
 //   lower.cpp   lower_program: those views over two concrete layouts as the program's steps (merged dims,
-//               widest word, loop order, tile kind, tiles cut for the threads; datamove.engines.native.strided
-//               and engines.native.engine's _split/_windowed/program).
+//               widest word, loop order, tile kind, tiles cut for the threads; tests/lowering/strided.py
+//               and tests/lowering's _split/_windowed/program, the Python twin).
 //   units.cpp   lower_units: SpaceToBatch and BatchToSpace of small images as units from tables
-//               (datamove.engines.native.units), which lower_program tries first.
+//               (tests/lowering/units.py), which lower_program tries first.
 // The Python side validates (datamove.shapes, the one place for the rules) before any of this runs.
 
 #pragma once
@@ -24,7 +24,7 @@ enum Op { BATCH_TO_SPACE = 0, SPACE_TO_BATCH = 1, SPACE_TO_DEPTH = 2, DEPTH_TO_S
 // The planner's measured thresholds (each one's measurement is where the Python twin, which reads them from
 // the core's exports, uses it: datamove.engines.native.engine, strided, units).
 // A nest whose rows are fewer than kMinRows has its tile cut for the threads: into chunks of kChunkWords
-// words, or fewer, none under kMinChunkBytes; steps under kSharedBytes are left whole (engines.native.engine._split).
+// words, or fewer, none under kMinChunkBytes; steps under kSharedBytes are left whole (tests/lowering's _split).
 constexpr int64_t kMinRows = 64;
 constexpr int64_t kChunkWords = int64_t(1) << 14;
 constexpr int64_t kMinChunkBytes = int64_t(16) << 10;
@@ -93,12 +93,12 @@ struct Layout {
 };
 
 // The plan of a call (datamove.plans.views.<op>). False where it would be too large to plan here (more than
-// 4096 views: views.cpp's kMaxViews) or is malformed: the caller plans it in Python.
+// 65536 views: views.cpp's kMaxViews; a rank over 16) or is malformed: the caller runs it on the NumPy engine.
 bool plan_views(const Call& call, Plan* plan);
 // The program of a plan over data and out (datamove.engines.native.engine.program's bytes, as int64s):
 // `stream` is engines.native.engine.streamed()'s (0, 1, 2). False where the lowering cannot take it.
 bool lower_program(const Plan& plan, const Layout& data, const Layout& out, int stream, std::vector<int64_t>* program);
-// The steps of a plan as units from tables (datamove.engines.native.units.lower_units), appended to `steps` (each
+// The steps of a plan as units from tables (tests/lowering/units.py's lower_units), appended to `steps` (each
 // step's int64s, one vector a step); false where it takes none (then nothing is appended).
 bool lower_units(const Plan& plan, const Layout& data, const Layout& out, std::vector<std::vector<int64_t>>* steps);
 

@@ -5,7 +5,7 @@
 //
 //   planner/views.cpp       plan_views: the op's views of its input (datamove.plans.views)
 //   planner/lower.cpp       lower_program: the views over two layouts as the program's steps
-//   planner/units.cpp       lower_units: small images as units from tables (datamove.engines.native.units)
+//   planner/units.cpp       lower_units: small images as units from tables (tests/lowering/units.py)
 //   planner/planner_py.cpp  the planner's Python functions (module.cpp lists them)
 
 #include "planner/views.cpp"

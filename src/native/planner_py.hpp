@@ -21,8 +21,8 @@ bool program_of(Call* call, const Layout& data, const Layout& out, int stream, s
 // program(op, block, begin, end, mode, block_size, data, out, stream) -> bytes or None: the program of a
 // validated call (datamove.shapes has checked it; data's and out's shapes are its input's and output's)
 // over these two arrays, planned and lowered here (plan_views, lower_program), `stream` as
-// datamove.engines.native.engine.streamed() says; None where the planner takes none (the Python side then
-// plans it).
+// datamove.engines.native.engine.streamed() says; None where the planner takes none (the NumPy engine then
+// runs the call).
 PyObject* py_program(PyObject*, PyObject* args);
 // plan_flat(op, in_shape, out_shape, block, begin, end, mode, block_size) -> bytes or None: plan_views's
 // plan, encoded (plan.hpp), for the tests that hold it to datamove.plans.views'.
@@ -31,7 +31,7 @@ PyObject* py_plan_flat(PyObject*, PyObject* args);
 // two arrays (buffer protocol), for the tests that hold it to datamove.engines.native.engine.program's.
 PyObject* py_lower_flat(PyObject*, PyObject* args);
 // units_flat(plan, data, out) -> bytes or None: lower_units's steps of an encoded plan as a program (the
-// step count, then the steps), for the tests that hold them to datamove.engines.native.units.lower_units'.
+// step count, then the steps), for the tests that hold them to tests/lowering/units.py's lower_units'.
 PyObject* py_units_flat(PyObject*, PyObject* args);
 
 }  // namespace dm::planner

@@ -65,7 +65,7 @@ inline bool runs_of_windows(const Step& st) {
 // -> 1.47x in the fifth). Short runs stay plain: 5-D SpaceToDepth with block 3 (9 rows of 1 KiB runs,
 // one chunk a call, none prefetched) went 0.95-0.99x -> 1.29-1.41x.
 // The tiles the rows of a side-joined gather go on through: those of the loop outside the side loop, times
-// those of the loop outside that where it goes on with them too (datamove.engines.native.strided.runs_together:
+// those of the loop outside that where it goes on with them too (tests/lowering/strided.py's runs_together:
 // 5-D SpaceToDepth, the output's height and depth).
 inline int64_t side_runs(const Step& st) {
     const int last = st.nouter - 1;

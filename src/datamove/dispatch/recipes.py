@@ -39,7 +39,7 @@ from ..engines.call import Call
 from ..arrays.outputs import allocate, allocator, check_out, unaliased
 from ..engines.native import engine as native_engine
 from ..pytorch import layout as torch_layout
-from ..errors import DataMoveError
+from ..engines.loops import merged, merged_fill
 from ..plans.views import Plan
 
 __all__ = ["Recipe", "TorchRecipe", "ForeignRecipe", "RECIPES", "space_key", "key", "make"]
@@ -423,10 +423,7 @@ class Recipe:
                     return
             if self._read_off(call.plan, data):
                 return
-            try:
-                self._direct(call.plan, data)
-            except DataMoveError:  # a layout the lowering refuses: the engine runs it
-                self.copies, self.fills, self.gather = None, [], None
+            self._direct(call.plan, data)
 
     def _read_off(self, plan: Plan, data: np.ndarray) -> bool:
         """The gather path read off the plan, without lowering it, where lowering could not improve it.
@@ -449,13 +446,13 @@ class Recipe:
         return True
 
     def _direct(self, plan: Plan, data: np.ndarray) -> None:
-        from ..engines.native.strided import lower, lower_fill
-
+        """The plan's copies and fills as views of few, wide dims (:func:`~datamove.engines.loops.merged`), in
+        the output's order; and the gather path where one copy writes the whole output in C order."""
         out = _c_layout(self.out_shape, self.dtype)
         plain = self.dtype.kind in "biufcmM"  # copied bit for bit as themselves, no view needed
         self.copies = []
         for src, dst in plan.copies:
-            nest = lower(data, out, src, dst, aligned=False)
+            nest = merged(data, out, src, dst)
             word = nest.word
             loops = sorted(nest.loops, key=lambda l: -l[2])  # output order
             shape = tuple(l[0] for l in loops) or (1,)
@@ -471,10 +468,11 @@ class Recipe:
                 copy_first = item is not self.dtype or np.may_share_memory(view.reshape(self.out_shape), data)
                 self.gather = (item, (shape, src_strides, nest.src_start * word), copy_first)
         for view in plan.fills:
-            nest = lower_fill(out, view, aligned=False)
+            nest = merged_fill(out, view)
             word = nest.word
-            shape = tuple(l[0] for l in nest.loops) or (1,)
-            self.fills.append((_WORDS[word], (shape, tuple(l[2] * word for l in nest.loops) or (0,), nest.dst_start * word)))
+            loops = sorted(nest.loops, key=lambda l: -l[2])
+            shape = tuple(l[0] for l in loops) or (1,)
+            self.fills.append((_WORDS[word], (shape, tuple(l[2] * word for l in loops) or (0,), nest.dst_start * word)))
 
     def _core_from_now(self, data: np.ndarray) -> Optional[native_engine.Planned]:
         """A kept recipe's second call: the core runs this recipe from now on, programs that carry tables
@@ -483,10 +481,8 @@ class Recipe:
         ``[8, 16, 14, 14]`` 67-71 -> 39 us against NumPy's two steps (2-core AMD EPYC, in turns)."""
         self.core_later = False
         planned = native_engine.Planned(self.call, self.repeats)
-        try:
-            native_engine.program_of(self.call, data, allocate(self.out_shape, self.dtype))
-        except DataMoveError:  # a layout the lowering refuses: NumPy's way goes on
-            return None
+        if native_engine.program_of(self.call, data, allocate(self.out_shape, self.dtype)) is None:
+            return None  # (a call the core plans none of: NumPy's way goes on)
         self.core = planned
         return planned
 

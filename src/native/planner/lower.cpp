@@ -1,11 +1,11 @@
-// lower_program (plan.hpp): a plan over two layouts as the core's program (datamove.engines.native.strided,
-// engines.native.engine's _split, _windowed and program), int64 for int64 what the Python side writes.
+// lower_program (plan.hpp): a plan over two layouts as the core's program (tests/lowering: the Python
+// twin it was ported from, strided.py and __init__'s _split, _windowed and program), int64 for int64.
 //
 // Each function below mirrors the Python one it names, tie-breaks included: a stable sort descending for
 // sorted(..., reverse=True), the first of equal maxima and minima for max() and min(), loops compared by
 // value where Python's `in` does. Python's ints do not overflow: every product and sum that could is
-// checked (Lowering::mul, add), and a lowering that would overflow is refused (false: the Python side
-// lowers it). Loops live in fixed arrays (a view has at most kMaxDims dims; no step exceeds kCap loops).
+// checked (Lowering::mul, add), and a lowering that would overflow is refused (false: the NumPy engine
+// runs it). Loops live in fixed arrays (a view has at most kMaxDims dims; no step exceeds kCap loops).
 
 #include <algorithm>
 #include <cmath>
@@ -488,7 +488,7 @@ struct Lowering {
         ++nsteps;
     }
 
-    // engines.native.engine._split: a nest's steps, its tile cut where its rows are too few for the threads.
+    // tests/lowering's _split: a nest's steps, its tile cut where its rows are too few for the threads.
     void split(int pattern, int64_t word, int64_t block, int64_t src_start, int64_t dst_start, const Loops& in) {
         Loops loops = in;
         int64_t lo = 0, hi = 0;

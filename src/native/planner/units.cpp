@@ -1,5 +1,5 @@
 // lower_units (plan.hpp): SpaceToBatch and BatchToSpace of small images as units from tables
-// (datamove.engines.native.units, ported line for line: the same candidates in the same order, the same checks,
+// (tests/lowering/units.py, ported line for line: the same candidates in the same order, the same checks,
 // the same step, bit for bit).
 //
 // The output is a run of units, an image (or one channel plane of it) after another, laid out densely in
@@ -71,7 +71,7 @@ bool extent(const std::vector<int64_t>& shape, const std::vector<int64_t>& strid
     return true;
 }
 
-// strided.py's _lowest_offset: sum((n - 1) * s) over axes with s < 0 (an empty axis too, as there).
+// datamove.engines.loops.lowest_offset: sum((n - 1) * s) over axes with s < 0 (an empty axis too, as there).
 bool lowest_offset(const Layout& a, int64_t* low) {
     *low = 0;
     for (size_t k = 0; k < a.shape.size(); ++k) {

@@ -407,8 +407,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     // and with block 3 2.49x -> 1.77x, SpaceToBatch with pads 1.87x -> 1.58x, uint8 with a 4 x 4 block
     // 2.37x -> 1.91x, float64 3 x 3 2.23x -> 2.04x; no case of the bench slower by more than 0.03.
     if (PyModule_AddIntConstant(m, "STAGED_STREAMS", kIsa >= IsaAvx512f) < 0) return nullptr;
-    // The program format (common.hpp) as the Python side that writes programs reads it: the steps'
-    // pattern ids and the limits parse() holds them to (datamove.engines.native.engine, units), so that
+    // The program format (common.hpp) as the tests' Python twin of the planner (tests/lowering) reads it: the steps'
+    // pattern ids and the limits parse() holds them to (datamove.engines.native.core_format reads them), so that
     // no id or limit is written twice.
     PyObject* patterns = PyDict_New();
     for (int k = 0; k <= UNITS && patterns != nullptr; ++k) {
@@ -450,7 +450,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"MAX_THREADS", kMaxThreads},        // threads of one run
         {"MAX_WORD", kMaxWord},              // a step's widest word, but a gather window's
         {"MAX_WINDOW_WORD", kMaxWindowWord}, // a gather window's widest word (a pixel)
-        // the planner's thresholds (plan.hpp), which the Python side's twin of it reads
+        // the planner's thresholds (plan.hpp), which the tests' Python twin of it reads
         {"MIN_ROWS", dm::planner::kMinRows},
         {"CHUNK_WORDS", dm::planner::kChunkWords},
         {"CHUNK_BYTES", dm::planner::kMinChunkBytes},

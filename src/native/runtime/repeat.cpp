@@ -597,7 +597,7 @@ PyObject* py_first(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         (into != nullptr && (PyObject*)Py_TYPE(into) != settings.ndarray))
         Py_RETURN_NONE;
     PyObject* plans = PyDict_GetItemWithError(settings.engine, settings.s_core_plans);
-    if (plans != Py_True) {  // (engines.native.engine.CORE_PLANS off: the Python side plans)
+    if (plans != Py_True) {  // (engines.native.engine.CORE_PLANS off: the core plans nothing)
         if (plans == nullptr) PyErr_Clear();
         Py_RETURN_NONE;
     }

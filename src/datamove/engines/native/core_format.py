@@ -1,9 +1,10 @@
 """The compiled core's program format as the core itself exports it: the steps' pattern ids and the limits
 its parser holds a program to (``src/native/runtime/module.cpp``, from ``src/native/common.hpp``).
 
-Read here once, from the loaded core, and never copied: :mod:`~datamove.engines.native.engine`,
-:mod:`~datamove.engines.native.units` and :mod:`~datamove.engines.native.strided` write programs with these. A leaf
-module (it imports nothing of datamove but the core), so that those three can all read it. Without the
+Read here once, from the loaded core, and never copied: :mod:`~datamove.engines.native.engine` and
+:mod:`~datamove.engines.native.threads` read them, and so does the tests' twin of the core's planner
+(``tests/lowering``), which writes programs with them. A leaf module (it imports nothing of datamove but
+the core). Without the
 core (an install without a C++ compiler), or with one built from older sources, ``PATTERNS`` is empty and each
 limit is -1: :func:`~datamove.engines.native.engine.core` refuses such a core, and no program is made.
 
@@ -61,7 +62,7 @@ UNIT_ITEMS: Tuple[int, ...] = tuple(getattr(_core, "UNIT_ITEMS", ()))
 OPS: Dict[str, int] = dict(getattr(_core, "OPS", {}))
 MODES: Dict[str, int] = dict(getattr(_core, "MODES", {}))
 
-# The planner's thresholds (src/native/plan.hpp), for the Python side's twin of it (native_engine's _split,
+# The planner's thresholds (src/native/plan.hpp), for the tests' Python twin of it (tests/lowering: _split,
 # strided.runs_together, units.lower_units), whose docstrings give the measurements behind them.
 #: Rows under which a nest's tile is cut for the threads.
 MIN_ROWS = _limit("MIN_ROWS")

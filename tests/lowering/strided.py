@@ -1,19 +1,15 @@
-"""Lower a plan's view pairs to byte-level loop nests, the form the compiled kernels take.
+"""Lower a plan's view pairs to byte-level loop nests, the form the compiled kernels take: the tests' twin of
+the core's ``src/native/planner/lower.cpp``, which tests/test_planner_lower.py holds to it bit for bit.
 
 A :class:`~datamove.plans.views.View` pair over two concrete arrays becomes a
 :class:`LoopNest`: a start offset in each array and a list of loops
 ``(count, src_stride, dst_stride)``, all in units of ``word`` bytes. The
 lowering
 
-1. turns each index dim into byte strides, adding the item's own bytes as an
-   innermost dim, so every dtype width is just more bytes;
-2. merges dims that are contiguous on both sides (``outer stride == inner
-   stride * inner count`` in both arrays), so a whole contiguous run of items
-   becomes one long inner loop;
-3. picks the widest word (16 for the native engine, 8, 4, 2 or 1 bytes)
-   that divides every stride, offset, base address and the innermost run, so
-   bytes move as wide words where they can;
-4. orders the loops and names the inner tile's pattern (:func:`schedule`),
+1. merges the pair's dims as :func:`datamove.engines.loops.merged` does
+   (byte strides, dims contiguous on both sides as one, the widest word:
+   16 bytes for the native engine, dividing the base addresses too);
+2. orders the loops and names the inner tile's pattern (:func:`schedule`),
    so that each cache line read or written is used while it is in cache.
 
 >>> import numpy as np
@@ -29,12 +25,15 @@ lowering
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
-from ...plans.views import View, Window
-from . import core_format
+# (the tests read _address, _lowest_offset and _merge here, under the names they had in the package)
+from datamove.engines.loops import address as _address, byte_loops as _byte_loops, in_words
+from datamove.engines.loops import lowest_offset as _lowest_offset, merge as _merge  # noqa: F401
+from datamove.engines.native import core_format
+from datamove.plans.views import View, Window
 
 __all__ = ["LoopNest", "WindowNest", "fan_out_first", "lower", "lower_fill", "lower_window", "schedule"]
 
@@ -48,65 +47,6 @@ class LoopNest(NamedTuple):
     loops: Tuple[Loop, ...]  # outermost first, strides in words
     pattern: str = "strided"  # the inner tile: see schedule()
     block: int = 0
-
-
-def _lowest_offset(array: np.ndarray, strides: Optional[Tuple[int, ...]] = None) -> int:
-    """Byte offset of the lowest-addressed element from ``array``'s data pointer (``strides``: its strides)."""
-    low = 0
-    for n, s in zip(array.shape, array.strides if strides is None else strides):
-        if s < 0:
-            low += (n - 1) * s
-    return low
-
-
-def _byte_loops(array: np.ndarray, view: View) -> Tuple[int, List[Tuple[int, int]]]:
-    strides = array.strides  # NumPy makes a new tuple at every access: once here, not once per loop
-    start = -_lowest_offset(array, strides)
-    for i, s in zip(view.start, strides):
-        start += i * s
-    return start, [(count, step * strides[axis]) for axis, count, step in view.dims]
-
-
-def _merge(loops: List[List[int]]) -> List[List[int]]:
-    """Merge pairs of loops contiguous on every side, repeatedly; drop count-1 loops.
-
-    Loops are ``[count, src_stride, dst_stride]``. Each round merges the first outer loop (in list order)
-    that some other loop continues into the first such inner loop, found through a table of where each
-    loop ends: this runs for every piece of every first call.
-    """
-    loops = [[n, s, d] for n, s, d in loops if n != 1]
-    while len(loops) > 1:
-        ends: Dict[Tuple[int, int], int] = {}
-        for k in range(len(loops) - 1, -1, -1):  # the first one wins
-            n, s, d = loops[k]
-            ends[(s * n, d * n)] = k
-        for i, (count, s, d) in enumerate(loops):
-            j = ends.get((s, d))
-            if j is not None and j != i:
-                break
-            if j == i:  # a loop that continues itself (strides 0): look for another one
-                j = next((k for k, (n, t, e) in enumerate(loops) if k != i and t * n == s and e * n == d), None)
-                if j is not None:
-                    break
-        else:
-            return loops
-        loops[j][0] *= count
-        del loops[i]
-    return loops
-
-
-def _word(loops: Sequence[Sequence[int]], offsets: Sequence[int], innermost_run: int, widest: int = 8) -> int:
-    """The widest word, up to ``widest``, dividing every byte stride, byte offset and the contiguous run."""
-    g = innermost_run
-    for loop in loops:
-        for stride in loop[1:]:
-            g = math.gcd(g, stride)
-    for offset in offsets:
-        g = math.gcd(g, offset)
-    for word in (16, 8, 4, 2):
-        if word <= widest and g % word == 0:
-            return word
-    return 1
 
 
 #: The input the loops :func:`runs_together` moves out may span, in bytes: its passes then read it from
@@ -291,18 +231,7 @@ BLOCKS = core_format.TILE_BLOCKS
 
 def _finish(loops: List[List[int]], starts: Sequence[int], addresses: Sequence[int], fill: bool = False,
             widest: int = 8) -> Tuple[int, Tuple[str, int, List[List[int]]]]:
-    # The item's bytes are the loop with stride 1 on every side (after merging, its count is the run).
-    unit = [l for l in loops if l[1] in (0 if fill else 1,) and l[2] == 1]
-    run = unit[0][0] if unit else 1
-    others = [l for l in loops if l not in unit]
-    word = _word(others, list(starts) + list(addresses), run, widest)
-    words = []
-    for l in loops:
-        if l in unit:
-            if run // word > 1:
-                words.append([run // word, 0 if fill else 1, 1])
-        else:
-            words.append([l[0]] + [s // word for s in l[1:]])
+    word, words = in_words(loops, starts, addresses, fill, widest)
     return word, schedule(words, fill, word)
 
 
@@ -403,8 +332,3 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     block = offsets[0] if offsets[0] in BLOCKS else 0
     nest = cast("Tuple[Loop, ...]", tuple(map(tuple, rest + [offsets, blocks])))
     return WindowNest(word, src_start // word, dst_start // word, nest, pattern, block, window.lo, window.hi)
-
-
-def _address(array: np.ndarray[Any, Any]) -> int:
-    pointer: int = array.__array_interface__["data"][0]
-    return pointer + _lowest_offset(array)

@@ -1,4 +1,5 @@
-"""SpaceToBatch and BatchToSpace of many small images, as whole units from tables (the native engine's).
+"""SpaceToBatch and BatchToSpace of many small images, as whole units from tables: the tests' twin of the
+core's ``src/native/planner/units.cpp``, which tests/test_planner_units.py holds to it bit for bit.
 
 SpaceToBatch's windows write each row of an image as a few words, and its pads
 are fill steps of their own; channels-last BatchToSpace's windows copy a pixel
@@ -30,8 +31,8 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from ...plans.views import Plan
-from . import core_format  # the core's own limits on a UNITS step, never copied here
+from datamove.engines.native import core_format  # the core's own limits on a UNITS step, never copied here
+from datamove.plans.views import Plan
 
 __all__ = ["lower_units", "SMALL_UNIT_WORDS", "ROW_BYTES"]
 
