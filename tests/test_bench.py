@@ -112,3 +112,27 @@ def test_survey_of_small_images_runs_and_sums_up(tmp_path, capsys):
     assert "2 cases: median" in capsys.readouterr().out
     with pytest.raises(SystemExit):  # nothing to run is a usage error, not an empty report
         bench.main(["--survey", "--quick", "--only", "no such case", "--json", str(path)])
+
+
+def test_large_cases_are_timed_from_memory_and_the_eviction_is_not_timed(monkeypatch):
+    """From EVICT_BYTES a case's timed calls each follow a read of twice the last-level cache (untimed, and
+    outside the timer's budget); smaller cases are timed warm, back to back."""
+    assert bench.evictor(bench.EVICT_BYTES - 1) is None
+    from datamove.engines.native import engine as native_engine
+
+    class Core:  # a last-level cache of 64 KiB: a small buffer
+        @staticmethod
+        def cache_bytes():
+            return 1 << 16
+
+    monkeypatch.setattr(native_engine, "core", lambda: Core)
+    evict = bench.evictor(bench.EVICT_BYTES)
+    assert evict is not None
+    evict()
+    calls = []
+    timer = bench.Timer(budget=0.01, repeats=3)
+    times = timer.medians({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                          before=lambda: (calls.append("evict"), __import__("time").sleep(0.02)))
+    assert set(times) == {"a", "b"} and all(t < 0.015 for t in times.values())  # the sleep is before()'s alone
+    timed = calls[2:]  # (after the warm-up calls)
+    assert timed[:4] == ["evict", "a", "evict", "b"] and timed.count("evict") == timed.count("a") + timed.count("b")
