@@ -145,6 +145,39 @@ def test_two_step(args, expected):
     assert route.two_step(*args) is expected
 
 
+# A NumPy call's first call of a layout: to the core in one C call with engine auto or native, where data and
+# any out= are exact ndarrays; every other engine (or an engine that is no string) and any subclass: the recipe.
+FIRST_ON_CORE = [
+    (("auto", True), True), (("native", True), True), (("auto", False), False), (("native", False), False),
+    (("numpy", True), False), (("array_api", True), False), (("triton", True), False), ((None, True), False),
+]
+
+
+@pytest.mark.parametrize("args, expected", FIRST_ON_CORE, ids=[f"{i}" for i in range(len(FIRST_ON_CORE))])
+def test_first_on_core(args, expected):
+    assert route.first_on_core(*args) is expected
+
+
+def test_first_calls_follow_the_table(monkeypatch):
+    """datamove.ops asks route.first_on_core, and only it, whether a first call goes to the core."""
+    import numpy as np
+    import datamove as dm
+    from datamove import ops
+    from datamove.engines.native import engine as native_engine
+
+    if native_engine._native is None:
+        pytest.skip("the compiled core is not loaded")
+    asked = []
+    monkeypatch.setattr(route, "first_on_core", lambda engine, ndarrays: asked.append((engine, ndarrays)) or False)
+    monkeypatch.setattr(native_engine, "first_call", lambda *args: pytest.fail("the table said no"))
+    ops._SEEN.clear()
+    x = np.arange(2 * 4 * 6 * 6, dtype=np.float32).reshape(2, 4, 6, 10 - 4)
+    shape = (2, 16, 3, 3)
+    y = dm.space_to_depth(x + 0, "blocks_first", 2)  # a new layout's first call: the recipe's way
+    assert y.shape == shape and asked and all(a == ("auto", True) for a in asked)
+    assert (y == dm.space_to_depth(x, "blocks_first", 2, engine="numpy")).all()
+
+
 def t(engine="auto", view=True, nbytes=SMALL, core=True, cuda=False, triton=False):
     return Facts(T, engine, view, True, triton, cuda, nbytes, core=core)
 

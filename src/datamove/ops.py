@@ -20,6 +20,7 @@ from .dispatch import foreign, recipes, tensorflow as tensorflow_ops
 from .arrays import libraries
 from .rules import params, shapes
 from .pytorch import custom_ops as torch_ops
+from .engines import route
 from .engines.call import Call
 from .engines.native import engine as native_engine
 from .rules.dims import INT64_MAX
@@ -96,8 +97,7 @@ def _run(op: str, resolved: shapes.Resolved, data: Any, out: Any, engine: Any, r
     _check_size(out_shape, getattr(data, "dtype", None))
     call = Call(op, resolved.params, tuple(data.shape), out_shape)
     seen = recipe_key is not None and _SEEN.pop(recipe_key, False)
-    if (not seen and type(data) is np.ndarray and (engine == "auto" or engine == "native")
-            and (out is None or type(out) is np.ndarray)):
+    if not seen and route.first_on_core(engine, type(data) is np.ndarray and (out is None or type(out) is np.ndarray)):
         if out is not None:
             _check_out(out, out_shape, data.dtype)
         done = native_engine.first_call(call, data, out)
@@ -128,8 +128,8 @@ def _first(op: str, recipe_key: Hashable, data: Any, a: Any, b: Any, c: Any, eng
     "channels_first")`` or ``(block_shape, begin, end)``. An ``out=`` is checked here as :func:`_run` checks
     it; one that shares memory with ``data`` is :func:`_run`'s (which copies ``data`` first)."""
     core = native_engine._native  # (the one native_engine runs: a test may put a recording or another level's)
-    if (engine != "auto" and engine != "native") or core is None or (out is not None and type(out) is not np.ndarray):
-        return None
+    if core is None or not route.first_on_core(engine, out is None or type(out) is np.ndarray):
+        return None  # (data is an exact ndarray: the callers' doors ask)
     depth = op == "space_to_depth" or op == "depth_to_space"
     out_shape = (shapes.static_depth_shape(op == "space_to_depth", data.shape, a, b) if depth
                  else shapes.static_space_shape(op, data.shape, a, b, c))
