@@ -29,8 +29,8 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
-# (the tests read _address, _lowest_offset and _merge here, under the names they had in the package)
-from datamove.engines.loops import address as _address, byte_loops as _byte_loops, in_words
+# (the tests read _lowest_offset and _merge here, under the names they had in the package)
+from datamove.engines.loops import byte_loops as _byte_loops, in_words
 from datamove.engines.loops import lowest_offset as _lowest_offset, merge as _merge  # noqa: F401
 from datamove.engines.native import core_format
 from datamove.plans.views import View, Window
@@ -332,3 +332,9 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     block = offsets[0] if offsets[0] in BLOCKS else 0
     nest = cast("Tuple[Loop, ...]", tuple(map(tuple, rest + [offsets, blocks])))
     return WindowNest(word, src_start // word, dst_start // word, nest, pattern, block, window.lo, window.hi)
+
+
+def _address(array: np.ndarray[Any, Any]) -> int:
+    """The lowest address ``array``'s items occupy."""
+    pointer: int = array.__array_interface__["data"][0]
+    return pointer + _lowest_offset(array)

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..plans.views import View
 
-__all__ = ["LoopNest", "merged", "merged_fill", "address", "lowest_offset", "byte_loops", "merge", "widest_word", "in_words"]
+__all__ = ["LoopNest", "merged", "merged_fill", "lowest_offset", "byte_loops", "merge", "widest_word", "in_words"]
 
 Loop = Tuple[int, int, int]  # (count, src_stride, dst_stride)
 
@@ -51,12 +51,6 @@ def lowest_offset(array: np.ndarray[Any, Any], strides: Optional[Tuple[int, ...]
         if s < 0:
             low += (n - 1) * s
     return low
-
-
-def address(array: np.ndarray[Any, Any]) -> int:
-    """The lowest address ``array``'s items occupy."""
-    pointer: int = array.__array_interface__["data"][0]
-    return pointer + lowest_offset(array)
 
 
 def byte_loops(array: np.ndarray[Any, Any], view: View) -> Tuple[int, List[Tuple[int, int]]]:
