@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import subprocess
 import sys
@@ -475,12 +476,12 @@ def test_calls_the_core_plans_none_of_run_on_numpy(monkeypatch, core_plans):
     depth = dm.space_to_depth(space, "depth_first", 2, engine="numpy")
     calls = [(dm.space_to_batch, x, (block, begin, end)), (dm.batch_to_space, x[:1].repeat(4, 0), (block, begin, end)),
              (dm.space_to_depth, space, ("depth_first", 2)), (dm.depth_to_space, depth, ("blocks_first", 2))]
-    for op, data, args in calls:
+    for (op, data, args), engine in itertools.product(calls, ("native", "auto")):  # (auto: a recipe moved to the core)
         want = op(data, *args, engine="numpy")
         for _ in range(3):  # a first call, a recipe, its repeats
-            assert same_bits(op(data, *args, engine="native"), want), op.__name__
+            assert same_bits(op(data, *args, engine=engine), want), (op.__name__, engine)
             out = np.full_like(want, 7)
-            assert op(data, *args, engine="native", out=out) is out and same_bits(out, want), op.__name__
+            assert op(data, *args, engine=engine, out=out) is out and same_bits(out, want), (op.__name__, engine)
     call = Call("space_to_depth", {"mode": "depth_first", "block_size": 2}, space.shape, depth.shape)
     assert native_engine.program_of(call, space, np.empty_like(depth)) is None
     assert native_engine.kernels(call, space, np.empty_like(depth)) == []

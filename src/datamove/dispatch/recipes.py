@@ -474,23 +474,22 @@ class Recipe:
             shape = tuple(l[0] for l in loops) or (1,)
             self.fills.append((_WORDS[word], (shape, tuple(l[2] * word for l in loops) or (0,), nest.dst_start * word)))
 
-    def _core_from_now(self, data: np.ndarray) -> Optional[native_engine.Planned]:
+    def _core_from_now(self) -> native_engine.Planned:
         """A kept recipe's second call: the core runs this recipe from now on, programs that carry tables
         too (small SpaceToBatch with pads), whose repeats the core runs alone with their tables made once
         (``repeat.cpp``): float32, ``[1, 4, 16, 16]`` 12-14 -> 3.7 us, ``[4, 4, 32, 32]`` 32-37 -> 17 us,
         ``[8, 16, 14, 14]`` 67-71 -> 39 us against NumPy's two steps (2-core AMD EPYC, in turns)."""
         self.core_later = False
-        planned = native_engine.Planned(self.call, self.repeats)
-        if native_engine.program_of(self.call, data, allocate(self.out_shape, self.dtype)) is None:
-            return None  # (a call the core plans none of: NumPy's way goes on)
-        self.core = planned
-        return planned
+        # (no program made here: Planned makes it at its first call, for that call's alignments; where the
+        # core plans none, Planned runs the call on the NumPy engine)
+        self.core = native_engine.Planned(self.call, self.repeats)
+        return self.core
 
     def __call__(self, data: np.ndarray, out: Any) -> np.ndarray:
         core = self.core
         if core is None and self.core_later:
             if self.called:
-                core = self._core_from_now(data)
+                core = self._core_from_now()
             self.called = True
         if core is not None:
             if out is None:
