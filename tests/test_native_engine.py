@@ -563,6 +563,34 @@ def test_channels_last_pieces_streamed_or_not(monkeypatch, channels):
         assert same_bits(dm.batch_to_space(batched, *tf_args, engine="native"), nhwc)
 
 
+@pytest.mark.parametrize("channels", [16, 20, 24, 32, 48, 128])
+def test_channels_last_block_rows_streamed_together(monkeypatch, channels):
+    """Channels-last DepthToSpace blocks_first and BatchToSpace streamed: each tile's block rows (chunks of
+    2 * channels items, 64-512 bytes, and 80, 96 and 192 bytes whose lines straddle two chunks) go on through
+    the run, to output rows a whole number of lines apart or not (widths 8 and 9), into outs 0-48 bytes
+    into a line, and, where the rows' lines fall at the same places, are stored line by line, every row in
+    turn (stream_chunks<true>): bit for bit against the reference."""
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    rng = np.random.default_rng(channels)
+    for width in (8, 9):
+        nhwc = rng.integers(0, 2**31, (2, 5, width, 4 * channels), dtype=np.int64).astype(np.float32)
+        data = nhwc.transpose(0, 3, 1, 2)
+        batched = rng.integers(0, 2**31, (8, 5, width, channels), dtype=np.int64).astype(np.float32).transpose(0, 3, 1, 2)
+        cases = [("depth_to_space", data, ("blocks_first", 2)),
+                 ("batch_to_space", batched, ([1, 1, 2, 2], [0, 0, 0, 0], [0, 0, 0, 0])),
+                 ("batch_to_space", batched, ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 0]))]
+        for name, x, args in cases:
+            expected = getattr(ref, name)(np.ascontiguousarray(x), *args)
+            n, c, *spatial = expected.shape
+            for offset in (0, 4, 8, 12):  # items of 4 bytes: 0-48 bytes into a line
+                base = np.zeros(expected.size + 16 + 64, np.float32)
+                start = (-base.ctypes.data % 64) // 4 + offset
+                out = base[start: start + expected.size].reshape(n, *spatial, c).transpose(0, 3, 1, 2)
+                getattr(dm, name)(x, *args, out=out, engine="native")
+                assert same_bits(out, expected), (name, args, width, offset)
+                assert not base[:start].any() and not base[start + expected.size:].any()  # nothing past out
+
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.complex128, "V3"])
 def test_long_rows_every_word_unaligned_and_strided_outputs(monkeypatch, stream, dtype):
