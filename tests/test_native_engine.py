@@ -591,6 +591,28 @@ def test_channels_last_block_rows_streamed_together(monkeypatch, channels):
                 assert not base[:start].any() and not base[start + expected.size:].any()  # nothing past out
 
 
+@pytest.mark.parametrize("channels, block", [(8, 2), (4, 2), (16, 2), (8, 4)])
+def test_tensorflow_batch_to_space_rows_interleaved_streamed(monkeypatch, channels, block):
+    """TensorFlow's BatchToSpace (NHWC, blocks on H and W), streamed: with 8 float32 channels and a block of 2
+    along W each output line is two 32-byte pixels, one from each of two input batches
+    (stream_small_chunks<32, 2>); with and without crops, at odd and even widths (chunks after the last whole
+    vector), into outs 0-60 bytes into a line: bit for bit against the reference, nothing written past out.
+    Other channel counts and blocks (other kernels) beside them."""
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
+    rng = np.random.default_rng(channels * block)
+    for width, crops in ((63, (0, 0)), (64, (1, 2)), (65, (0, 3))):
+        x = rng.integers(0, 2**31, (2 * block * block, 32 // block, width, channels), dtype=np.int64).astype(np.float32)
+        args = ([1, block, block, 1], [0, 0, crops[0], 0], [0, 0, crops[1], 0])
+        expected = ref.batch_to_space(x, *args)
+        for offset in range(0, 16, 1):  # items of 4 bytes: 0-60 bytes into a line
+            base = np.zeros(expected.size + 16 + 64, np.float32)
+            start = (-base.ctypes.data % 64) // 4 + offset
+            out = base[start: start + expected.size].reshape(expected.shape)
+            dm.batch_to_space(x, *args, out=out, engine="native")
+            assert same_bits(out, expected), (width, crops, offset)
+            assert not base[:start].any() and not base[start + expected.size:].any()  # nothing past out
+
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.complex128, "V3"])
 def test_long_rows_every_word_unaligned_and_strided_outputs(monkeypatch, stream, dtype):
