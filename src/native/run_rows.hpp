@@ -361,7 +361,8 @@ inline void copy_small(char* d, const char* s, int64_t n) {
 // other half from the cache, so reads and stores came in bursts. The bench's cases in turns, three rounds,
 // every call from memory (2-core Intel Xeon): DepthToSpace blocks_first NHWC [8,256,128,128] 1.12-1.14x ->
 // 1.02-1.04x the copy floor, [16,64,128,128] (128-byte chunks) 1.23-1.24x -> 1.11-1.12x, BatchToSpace NHWC
-// with crops 1.02-1.05x -> 1.01x; TensorFlow's BatchToSpace (one row a tile) 1.15-1.16x either way.
+// with crops 1.02-1.05x -> 1.01x. (TensorFlow's BatchToSpace has its tiles' rows side by side: not this
+// kernel's, stream_small_chunks<32, 2>'s.)
 // (Without Rows the loops over rows are gone: through them, one row's copy, as the copy floor's own of
 // 64 MiB, took 3.96-4.57 ms against 3.30-3.36.)
 template <bool Rows>

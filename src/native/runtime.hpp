@@ -13,7 +13,7 @@
 //   any (table_of)     dense units of output  table_run -> table_lines (streamed.hpp)      avx512f
 //                                                       -> table_words (streamed.hpp)      portable+ (below avx512f)
 //   UNITS              run_units (program.cpp) -> table_run, a chunk for every part     as table_run
-//   CONTIGUOUS         stream_chunks, stream_small_chunks (run_rows.hpp, streamed)          avx512f
+//   CONTIGUOUS         stream_chunks<R>, stream_small_chunks<C,N> (run_rows.hpp; streamed)  avx512f
 //                      pixel_rows, permute_rows [DM_NARROW] (plain)                  avx512
 //                      short_rows_run, copy_small (run_rows.hpp)                            portable+ (streamed: sse2+)
 //                      put_bytes (common.hpp; 64-byte stores: stream_lines)             portable+ (avx512f)
