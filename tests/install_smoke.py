@@ -8,8 +8,9 @@ cibuildwheel against each wheel (``[tool.cibuildwheel] test-command``)::
 
 It checks, in the Python that runs it: that ``datamove`` comes from
 ``--under`` (the install under test, not a checkout), the four operations,
-small and large, several dtypes, against the specs' formulas
-(tests/reference.py); ``engine="native"`` (which needs the core: without it,
+small and large, several dtypes, and 200 layouts' repeats, against the
+specs' formulas (tests/reference.py); that the core loads alone, every symbol
+bound, in a process without NumPy; ``engine="native"`` (which needs the core: without it,
 one ImportError naming the fix); that a missing core costs one warning per
 process, not one per call; and ``python -m datamove info``. Prints ``ok``
 and the count of checks, or fails with an AssertionError.
@@ -56,6 +57,35 @@ def check_operations(dm, core: bool) -> int:
                     assert result.dtype == data.dtype and np.array_equal(result, expected), (name, shape, dtype, engine)
                     checks += 1
     return checks
+
+
+def check_repeats(dm, core: bool) -> int:
+    """200 layouts, each called three times: the core keeps each (its table of repeated calls grows, and
+    rehashes, many times over), and each repeat is the reference's."""
+    checks = 0
+    for n in range(1, 201):
+        data = np.arange(n * 4 * 2 * 2, dtype=np.int32).reshape(n, 4, 2, 2)
+        expected = reference.space_to_depth(data, "depth_first", 2)
+        for _ in range(3):
+            assert np.array_equal(dm.space_to_depth(data, "depth_first", 2), expected), n
+            checks += 1
+    return checks
+
+
+def check_core_loads_alone(core: bool) -> int:
+    """The core loads, every symbol bound at once (RTLD_NOW), into a process that loaded nothing else: no
+    NumPy, which would bring a C++ library of its own that the core may lean on unseen (a wheel's core
+    linked without libstdc++ did). Without the core: nothing to load."""
+    if not core:
+        return 0
+    from datamove import _native
+
+    load = ("import ctypes, os, sys; ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'datamove')))")
+    done = subprocess.run([sys.executable, "-S", "-c", load, _native.__file__], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])
+    return 1
 
 
 def check_native_engine(dm, core: bool) -> int:
@@ -117,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     # without the core: one warning, from the first large call, pointing at the caller's line (here)
     assert len(ours) == (0 if core else 1), [str(w.message) for w in caught]
     assert all(w.category is RuntimeWarning and w.filename == os.path.abspath(__file__) for w in ours), ours
-    checks += check_native_engine(dm, core) + check_info(core)
+    checks += check_repeats(dm, core) + check_core_loads_alone(core) + check_native_engine(dm, core) + check_info(core)
     print(f"ok: {checks} checks of datamove {dm.__version__} from {where.parent} "
           f"(compiled core {'loaded' if core else 'missing'})")
     return 0

@@ -56,9 +56,10 @@ def zig_compilers(where: Path, glibc: str = "2.17", compile_with: str = "gcc") -
     setuptools splits CC on spaces, and ``python -m ziglang`` needs this Python's path).
 
     ``compile_with="gcc"`` compiles with the system's g++ (the compiler the core's flags are tuned for, as in
-    the manylinux containers) and only links with zig: the objects need nothing of libstdc++ but what
-    libc++abi and compiler-rt also define (operator new, ``__cxa_thread_atexit``, ``__cpu_model``), and
-    their glibc symbols bind to 2.17's versions at the link. ``"zig"`` compiles with zig's clang too.
+    the manylinux containers) and only links with zig: the objects need of libstdc++ what libc++abi and
+    compiler-rt also define (operator new, ``__cxa_thread_atexit``, ``__cpu_model``) and the few functions
+    ``tools/manylinux_runtime.cpp`` defines (linked in, hidden), and their glibc symbols bind to 2.17's
+    versions at the link. ``"zig"`` compiles with zig's clang too (and its libc++: no runtime file).
     """
     target = f"{platform.machine()}-linux-gnu.{glibc}"
     zig = f'"{sys.executable}" -m ziglang'
@@ -81,7 +82,17 @@ def zig_compilers(where: Path, glibc: str = "2.17", compile_with: str = "gcc") -
                                 "detection needs it")
     # setuptools compiles and links C++ with CXX: the link (-shared) goes to zig, stripped (zig's libc++ comes
     # with debug sections: 3.9 MB unstripped), the compiles to ``compiler``
-    link = f'for arg; do [ "$arg" = -shared ] && exec {zig} c++ -target {target} -s "$@" "{libgcc}"; done\n'
+    runtime = ""
+    if compile_with == "gcc":
+        runtime_o = where / "manylinux_runtime.o"
+        subprocess.run([gxx, "-c", "-O2", "-fPIC", "-std=c++17", "-fno-exceptions", "-fvisibility=hidden",
+                        str(ROOT / "tools" / "manylinux_runtime.cpp"), "-o", str(runtime_o)], check=True)
+        runtime = f' "{runtime_o}"'
+    # the module exports PyInit__native only: not the runtime's definitions, nor the C++ library's
+    exports = where / "exports.map"
+    exports.write_text("{ global: PyInit_*; local: *; };\n")
+    runtime += f' -Wl,--version-script="{exports}"'
+    link = f'for arg; do [ "$arg" = -shared ] && exec {zig} c++ -target {target} -s "$@"{runtime} "{libgcc}"; done\n'
     scripts = {"zig-cc": f'exec {zig} cc -target {target} "$@"', "c++": f'{link}exec {compiler} "$@"'}
     for name, body in scripts.items():
         script = where / name
