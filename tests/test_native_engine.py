@@ -1127,14 +1127,17 @@ def test_windows_of_wide_pixels_streamed_at_any_offset(windows, monkeypatch, thr
     """Streamed gather windows of 32-, 64- and 128-byte pixels go straight from registers (gather_pixel_lines)
     at every offset into a line they are lowered at (16 bytes: lower_window; at others, other steps): each
     row's vectors shifted to dst's lines, pads as zeros, odd counts of 32-byte pixels (the last one stored
-    plainly), one row or runs of rows, block rows side by side; bit for bit the spec's result and nothing
-    outside out."""
+    plainly), one row or runs of rows, block rows side by side, two rows of 32-byte pixels at once (blocks
+    of 2, rows of an even count); bit for bit the spec's result and nothing outside out."""
     native_engine.core()
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     item = np.dtype(dtype).itemsize
     rng = np.random.default_rng(channels * item + 1)
     with _threads(threads):
         for blocks, pads_begin, pads_end, hw in [((2, 2), (1, 1), (1, 1), (2 * 9 - 2, 2 * 21 - 2)),
+                                                 # even rows (22 positions): 32-byte pixels two rows at a time
+                                                 ((2, 2), (1, 1), (1, 1), (2 * 9 - 2, 2 * 22 - 2)),
+                                                 ((2, 2), (0, 3), (2, 1), (2 * 9 - 2, 2 * 22 - 4)),
                                                  ((1, 3), (0, 2), (0, 2), (5, 3 * 11 - 4)),
                                                  ((2, 4), (1, 3), (1, 2), (2 * 4 - 2, 4 * 7 - 5))]:
             data = random_array((3,) + hw + (channels,), np.dtype(dtype), rng)  # TensorFlow's NHWC
