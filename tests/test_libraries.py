@@ -181,3 +181,37 @@ def test_no_module_of_a_library_is_imported_to_recognise_one():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
     assert importlib.util.find_spec("datamove.arrays.libraries") is not None
+
+
+def test_a_torch_out_ready_for_the_gpu_recipe_is_one_check_out_takes():
+    """libraries.TORCH.out_ready (the GPU recipe's test before it launches, never raising) says yes only to an
+    ``out=`` that check_out takes and whose memory holds its own values (TORCH.lazy: no conjugate or negative
+    view); each fault alone makes it say no."""
+    torch = pytest.importorskip("torch")
+    from datamove.arrays import libraries
+
+    lib = libraries.TORCH
+    data = torch.zeros((1, 4, 4, 4), dtype=torch.complex64)
+    shape = (1, 16, 2, 2)
+    good = torch.empty(shape, dtype=torch.complex64)
+    faults = {
+        "a NumPy array": np.empty(shape, np.complex64),
+        "another shape": torch.empty((1, 16, 4, 1), dtype=torch.complex64),
+        "another dtype": torch.empty(shape, dtype=torch.complex128),
+        "another device": torch.empty(shape, dtype=torch.complex64, device="meta"),
+        "a leaf that requires grad": torch.empty(shape, dtype=torch.complex64, requires_grad=True),
+        "repeated elements": torch.empty((1, 16, 2, 1), dtype=torch.complex64).expand(shape),
+        "a conjugate view": good.conj(),
+        "a negative view": torch._neg_view(good),
+    }
+    assert lib.out_ready(data, good, shape) and not lib.lazy(good)
+    lib.check_out(data, good, shape)
+    for fault, out in faults.items():
+        assert not lib.out_ready(data, out, shape), fault
+    assert lib.lazy(faults["a conjugate view"]) and lib.lazy(faults["a negative view"])
+    for fault in ("a conjugate view", "a negative view"):  # checked fine: a lazy view is written by copy_
+        lib.check_out(data, faults[fault], shape)
+    for fault in ("a NumPy array", "another shape", "another dtype", "another device", "a leaf that requires grad",
+                  "repeated elements"):
+        with pytest.raises((TypeError, dm.DataMoveError)):
+            lib.check_out(data, faults[fault], shape)

@@ -166,6 +166,13 @@ class _Torch(Library):
         except RuntimeError:  # sparse and nested tensors have no strides (check_dense says so)
             return None
 
+    @staticmethod
+    def lazy(tensor: Any) -> bool:
+        """A conjugate or negative view: its memory holds its base's values, not its own (PyTorch applies the
+        bit lazily), so whatever reads or writes the memory itself (a NumPy view, the core, a GPU kernel)
+        cannot take it as it is."""
+        return bool(tensor.is_conj() or tensor.is_neg())
+
     def view(self, array: Any) -> Optional[np.ndarray]:
         torch = sys.modules["torch"]
         if (
@@ -174,8 +181,7 @@ class _Torch(Library):
             or array.device.type != "cpu"
             or array.layout != torch.strided
             or array.is_quantized
-            or array.is_conj()
-            or array.is_neg()
+            or self.lazy(array)
         ):
             return None
         try:
@@ -203,6 +209,14 @@ class _Torch(Library):
                 f"axis of size > 1 (out.shape = {tuple(out.shape)}): more than one element would share one memory "
                 "location"
             )
+
+    def out_ready(self, data: Any, out: Any, shape: Tuple[int, ...]) -> bool:
+        """Whether ``out`` is one :meth:`check_out` takes for ``data``'s call of output ``shape`` and whose memory
+        a kernel may write as it is (not :meth:`lazy`, no gradient, no repeated elements): the GPU recipe's
+        test before it launches, every other ``out`` going to the checks. Never raises."""
+        return (type(out) is type(data) and tuple(out.shape) == shape and out.dtype == data.dtype
+                and out.device == data.device and not out.requires_grad and 0 not in out.stride()
+                and not self.lazy(out))
 
     def unaliased(self, data: Any, out: Any) -> Any:
         return data.clone() if overlap(data, out) else data
@@ -344,7 +358,7 @@ class _DLPack(Library):
 
 
 NUMPY: Library = _NumPy()
-TORCH: Library = _Torch()
+TORCH = _Torch()  # (its own type: recipes and the GPU engine ask its lazy and out_ready)
 CUPY: Library = _CuPy()
 JAX: Library = _Jax()
 DASK: Library = _Dask()

@@ -184,8 +184,8 @@ class TorchRecipe(ForeignRecipe):
         own, core = route.tensor_repeats(
             facts, _small_result(call, data.element_size()),
             own_op_takes=contiguous and data.device.type in ("cpu", "cuda") and dtype in _TORCH_PLAIN,
-            core_takes=(contiguous and data.device.type == "cpu" and type(data) is torch.Tensor and not data.is_conj()
-                        and not data.is_neg() and dtype in libraries.NUMPY_DTYPES_OF_TORCH))
+            core_takes=(contiguous and data.device.type == "cpu" and type(data) is torch.Tensor
+                        and not libraries.TORCH.lazy(data) and dtype in libraries.NUMPY_DTYPES_OF_TORCH))
         if own:
             self.fast = _torch_formula(call, data)
         if core:
@@ -196,11 +196,7 @@ class TorchRecipe(ForeignRecipe):
         return ForeignRecipe.__call__(self, data, None)
 
     def __call__(self, data: Any, out: Any) -> Any:
-        if self.gpu is not None and (out is None or (
-            type(out) is type(data) and out.shape == self.shape and out.dtype == data.dtype
-            and out.device == data.device and not out.requires_grad and 0 not in out.stride()
-            and not out.is_conj() and not out.is_neg()
-        )):
+        if self.gpu is not None and (out is None or libraries.TORCH.out_ready(data, out, self.shape)):
             return self.gpu(data, out)
         if out is None and self.fast is not None:
             return self.fast(data)

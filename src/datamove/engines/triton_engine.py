@@ -88,7 +88,7 @@ def can_take(array: Any) -> bool:
     if libraries.of(array) not in (libraries.TORCH, libraries.CUPY):
         return False
     tensor = _torch_of(array)
-    if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_conj() or tensor.is_neg():
+    if tensor.layout != torch.strided or tensor.is_quantized or libraries.TORCH.lazy(tensor):
         return False
     if type(tensor) not in (torch.Tensor, torch.nn.Parameter):  # subclasses and functorch wrappers
         return False
@@ -318,7 +318,7 @@ def _apply_torch(op: str, params: Dict[str, Any], tensor: Any, out: Optional[Any
         tensor = tensor.detach()
     if out is None:
         return fresh(op, params, tensor, shape)
-    if out.is_conj() or out.is_neg():  # a lazy view: PyTorch's copy_ writes its values, the kernel only bits
+    if libraries.TORCH.lazy(out):  # PyTorch's copy_ writes its values, the kernel only bits
         out.copy_(fresh(op, params, tensor, shape))
         return out
     if overlap(tensor, out):
