@@ -210,6 +210,12 @@ inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop
     return n * W >= 2 * kLine && (W >= 4 || B != 3);
 }
 
+// Whether a gather window of tiles of n positions in blocks of B pads anything: words lo <= w < hi of a
+// tile's row are read, the others zeros. SpaceToBatch without pads makes windows that pad nothing, which
+// go as plain gathers go (gather_lines_avx2 takes no padded window of 1- or 2-byte words, but takes these:
+// [64,32,256,256] uint8 with a 4 x 4 block, 128 MiB, at AVX2, was stored plainly through the L1 buffer).
+inline bool padded_window(int64_t lo, int64_t hi, int64_t n, int64_t B) { return lo > 0 || hi < n * B; }
+
 // The words lo <= w < hi of each tile's row that a run of gather tiles reads; the others are zeros
 // (SpaceToBatch's padding, in gather windows). A gather reads them all.
 struct Bounds {
@@ -1407,7 +1413,7 @@ inline bool gathers_lines(const T* src, T* dst, int64_t a, int64_t b, const Rows
 #if DM_HAVE_AVX2
     if constexpr ((sizeof(T) == 4 || sizeof(T) == 8 || ((sizeof(T) == 1 || sizeof(T) == 2) && B != 3)) && B >= 2 && B <= 4)
         if ((kIsa < IsaAvx512f || (sizeof(T) <= 2 && !kAvx512Bytes)) &&
-            lines_fit(sizeof(T), B, rows.at, n, side, window != nullptr)) {
+            lines_fit(sizeof(T), B, rows.at, n, side, window && padded_window(window->lo, window->hi, n, B))) {
             const Bounds w = window ? Bounds{window->lo, window->hi} : Bounds{0, n * B};
             gather_lines_avx2<sizeof(T), B>(reinterpret_cast<const char*>(src + a), reinterpret_cast<char*>(dst + b), rows.at, n,
                                             runs, step, side, w);

@@ -175,7 +175,8 @@ inline bool from_registers(const Step& st) {
     // gather_lines_avx2 below AVX-512)
     if (st.pattern == GATHER || runs_of_windows(st))
         return lines_fit(st.word, st.block, st.pattern == GATHER ? st.at : Rows<4>(st.l1.d).at, st.l0.n,
-                         side_joined(st) ? st.outer[st.nouter - 1] : Loop{1, 0, 0}, st.pattern != GATHER);
+                         side_joined(st) ? st.outer[st.nouter - 1] : Loop{1, 0, 0},
+                         st.pattern != GATHER && padded_window(st.lo, st.hi, st.l0.n, st.block));
 #endif
     return false;
 }
