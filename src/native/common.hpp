@@ -66,7 +66,7 @@
 // straight from registers (gather_lines) instead of through an L1 buffer, and
 // where it has AVX-512BW and VBMI too, those of 1- and 2-byte words; where it has
 // AVX2 alone, those of 1- to 8-byte words half a line a store (gather_lines_avx2;
-// 1 and 2 bytes outside windows), and chained ones (chained_lines_avx2).
+// 1 and 2 bytes outside padded windows), and chained ones (chained_lines_avx2).
 
 #pragma once
 
@@ -418,7 +418,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE inline void zero_lines(char* d, i
 
 // Whether streamed gathers of W-byte words store whole lines from registers at this level (lines_fit):
 // AVX-512F words of 4 to 16 bytes (gather_lines), with BW and VBMI words of 1 and 2 (gather_narrow_lines);
-// AVX2 alone words of 4 and 8 bytes (gather_lines_avx2), and of 1 and 2 bytes outside windows. AVX-512F
+// AVX2 alone words of 4 and 8 bytes (gather_lines_avx2), and of 1 and 2 bytes outside padded windows. AVX-512F
 // without BW and VBMI (Skylake-SP, Cascade Lake) takes AVX2's words of 1 and 2 bytes outside windows:
 // uint8 SpaceToDepth b2 128 MiB on the 2-core Xeon at DATAMOVE_ISA=avx512f, stored plainly before, read
 // 1.64x the copy floor against 0.83x at avx2.

@@ -24,7 +24,7 @@
 //                                        chained_lines_avx2 (streamed, 4-8 byte words)  avx2
 //                      gather (streamed.hpp, streamed) -> gathers_lines:
 //                          gather_lines (4-16 byte words)                               avx512f
-//                          gather_lines_avx2 (4-8 byte words; 1-2 outside windows)      avx2
+//                          gather_lines_avx2 (4-8 byte words; 1-2 but in padded windows) avx2
 //                          gather_narrow_lines (1-2 byte words)                         avx512
 //                          else the L1 buffer (put_lines)                               sse2+
 //                      gather_rows -> gather_simd: gather3_words, gather4_bytes,        sse2+

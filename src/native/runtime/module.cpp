@@ -397,7 +397,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     // streamed gathers (and SpaceToBatch's windows) of 4- and 8-byte words store whole lines from
     // registers on this CPU: gather_lines (AVX-512F) or gather_lines_avx2 (AVX2)
     if (PyModule_AddIntConstant(m, "GATHER_LINES", whole_line_words(4) && whole_line_words(8)) < 0) return nullptr;
-    // and those of 1- and 2-byte words outside windows: gather_narrow_lines (AVX-512BW and VBMI, windows too)
+    // and those of 1- and 2-byte words outside padded windows: gather_narrow_lines (AVX-512BW and VBMI, windows too)
     // or gather_lines_avx2 (AVX2, and AVX-512F without BW and VBMI)
     if (PyModule_AddIntConstant(m, "GATHER_NARROW_LINES", whole_line_words(1) && whole_line_words(2)) < 0) return nullptr;
     // Whether run's stream=2 (the steps that go through the L1 buffer streamed too) pays at this level, or
