@@ -58,7 +58,7 @@ def zig_compilers(where: Path, glibc: str = "2.17", compile_with: str = "gcc") -
     ``compile_with="gcc"`` compiles with the system's g++ (the compiler the core's flags are tuned for, as in
     the manylinux containers) and only links with zig: the objects need of libstdc++ what libc++abi and
     compiler-rt also define (operator new, ``__cxa_thread_atexit``, ``__cpu_model``) and the few functions
-    ``tools/manylinux_runtime.cpp`` defines (linked in, hidden), and their glibc symbols bind to 2.17's
+    ``tools/manylinux_runtime.cpp`` defines (linked in; the module exports PyInit__native alone), and their glibc symbols bind to 2.17's
     versions at the link. ``"zig"`` compiles with zig's clang too (and its libc++: no runtime file).
     """
     target = f"{platform.machine()}-linux-gnu.{glibc}"
