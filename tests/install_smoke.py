@@ -59,7 +59,7 @@ def check_operations(dm, core: bool) -> int:
     return checks
 
 
-def check_repeats(dm, core: bool) -> int:
+def check_repeats(dm) -> int:
     """200 layouts, each called three times: the core keeps each (its table of repeated calls grows, and
     rehashes, many times over), and each repeat is the reference's."""
     checks = 0
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     # without the core: one warning, from the first large call, pointing at the caller's line (here)
     assert len(ours) == (0 if core else 1), [str(w.message) for w in caught]
     assert all(w.category is RuntimeWarning and w.filename == os.path.abspath(__file__) for w in ours), ours
-    checks += check_repeats(dm, core) + check_core_loads_alone(core) + check_native_engine(dm, core) + check_info(core)
+    checks += check_repeats(dm) + check_core_loads_alone(core) + check_native_engine(dm, core) + check_info(core)
     print(f"ok: {checks} checks of datamove {dm.__version__} from {where.parent} "
           f"(compiled core {'loaded' if core else 'missing'})")
     return 0
