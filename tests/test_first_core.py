@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 import datamove as dm
 from datamove import ops
+from datamove.dispatch import calls as dispatch_calls, numpy_calls
 from datamove.dispatch import recipes
 from datamove.engines.native import threads
 from datamove.engines.native import engine as native_engine
@@ -36,10 +37,10 @@ def _expected(op, data, mode, size):
 @pytest.fixture(autouse=True)
 def _fresh():
     recipes.RECIPES.clear()
-    ops._SEEN.clear()
+    numpy_calls.SEEN.clear()
     yield
     recipes.RECIPES.clear()
-    ops._SEEN.clear()
+    numpy_calls.SEEN.clear()
 
 
 @settings(max_examples=80, deadline=None)
@@ -62,7 +63,7 @@ def test_first_calls_match_the_formulas(op, mode, size, spatial, dtype, view, se
     assert got.flags.c_contiguous and got.flags.owndata and got.flags.writeable
     np.testing.assert_array_equal(got, want)
     # and through datamove: its first call takes this path, its second the recipe's
-    ops._SEEN.clear(), recipes.RECIPES.clear()
+    numpy_calls.SEEN.clear(), recipes.RECIPES.clear()
     for _ in range(2):
         np.testing.assert_array_equal(getattr(dm, op)(data, mode, size), want)
 
@@ -122,7 +123,7 @@ def test_first_calls_of_batch_to_space_and_space_to_batch_match_the_formulas(op,
     assert again is not None or want.size == 0  # (kept: the layout's second call is the core's alone)
     if again is not None:
         np.testing.assert_array_equal(again, want)
-    ops._SEEN.clear(), recipes.RECIPES.clear()
+    numpy_calls.SEEN.clear(), recipes.RECIPES.clear()
     for _ in range(3):
         np.testing.assert_array_equal(getattr(dm, op)(data, *args), want)
 
@@ -138,7 +139,7 @@ def test_a_first_batch_to_space_goes_from_the_rules_straight_to_the_core(monkeyp
 
     x = np.arange(4 * 2 * 3 * 3, dtype=np.float32).reshape(4, 2, 3, 3)
     with monkeypatch.context() as patched:
-        patched.setattr(ops, "Call", refused)
+        patched.setattr(dispatch_calls, "Call", refused)
         patched.setattr(shapes, "resolve_batch_to_space", refused)
         patched.setattr(shapes, "resolve_space_to_batch", refused)
         y = dm.batch_to_space(x, [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1])
@@ -171,7 +172,7 @@ def test_a_first_calls_program_is_kept_for_its_repeats(engine, monkeypatch):
     np.testing.assert_array_equal(out, want)
     other = "native" if engine == "auto" else "auto"  # (the engine as given is part of the key)
     assert core.repeated("space_to_depth", x, "depth_first", 2, "channels_first", None, other) is None
-    monkeypatch.setattr(recipes, "make", lambda *args: pytest.fail("a recipe made"))
+    monkeypatch.setattr(recipes, "kept", lambda *args: pytest.fail("a recipe made"))
     for _ in range(3):
         np.testing.assert_array_equal(dm.space_to_depth(x, "depth_first", 2, engine=engine), want)
     assert len(recipes.RECIPES) == 0
@@ -319,7 +320,7 @@ def test_first_calls_into_out_keep_their_programs_for_outs_of_those_strides(op, 
             args = (block, [0, 0, 1, 0], [0, 0, block[2] - 1, 0])
         key_args = args
     want = np.ascontiguousarray(getattr(reference, op)(data, *args))
-    recipes.RECIPES.clear(), ops._SEEN.clear()
+    recipes.RECIPES.clear(), numpy_calls.SEEN.clear()
     core = native_engine.core()
     for out in _outs(want.shape, dtype, rng):
         known = core.repeated(op, data, *key_args, out, "auto") is not None

@@ -18,6 +18,7 @@ import pytest
 
 import datamove as dm
 from datamove import ops
+from datamove.dispatch import calls as dispatch_calls, numpy_calls
 from datamove.dispatch import recipes
 from datamove.engines import route
 from datamove.rules import shapes
@@ -317,14 +318,14 @@ def test_a_new_depth_shape_goes_from_the_rules_straight_to_the_core(op, shape, m
     call takes the whole path and makes the recipe."""
     x = _values(shape, np.float32)
     expected = _expected(op, ("depth_first", 2), x)
-    ops._SEEN.clear()
+    numpy_calls.SEEN.clear()
     recipes.RECIPES.clear()
 
     def refused(*args, **kwargs):
         raise AssertionError("not on a new depth shape's first call")
 
     with monkeypatch.context() as patched:
-        patched.setattr(ops, "Call", refused)
+        patched.setattr(dispatch_calls, "Call", refused)
         patched.setattr(shapes, "resolve_space_to_depth", refused)
         patched.setattr(shapes, "resolve_depth_to_space", refused)
         first = getattr(dm, op)(x, "depth_first", 2)
@@ -344,6 +345,6 @@ def test_a_new_depth_shape_goes_from_the_rules_straight_to_the_core(op, shape, m
 ])
 def test_a_broken_new_depth_call_is_refused_by_the_rules(call):
     """What the straight path does not take goes to the rules, which raise as on any other path."""
-    ops._SEEN.clear()
+    numpy_calls.SEEN.clear()
     with pytest.raises((dm.DataMoveError, TypeError)):
         call(_values((1, 8, 8, 6), np.float32))

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 import datamove as dm
 import reference as ref
-from datamove.dispatch import recipes
+from datamove.dispatch import numpy_calls, recipes
 from test_moves import calls
 
 CALLS = [
@@ -74,7 +74,7 @@ def test_small_crops_and_pads_take_the_two_step_path_and_nothing_else(dtype):
                 out = np.zeros(expected.shape[::-1], dtype).T
                 assert op(data, *args, out=out, engine=engine) is out
                 assert np.ascontiguousarray(out).tobytes() == np.ascontiguousarray(expected).tobytes()
-        recipe = recipes.RECIPES[recipes.space_key(op.__name__, *args, data, "numpy")]
+        recipe = recipes.RECIPES[numpy_calls.NUMPY.key(op.__name__, tuple(args), data, "numpy")]
         assert recipe.two_step is not None and recipe.copies is None and recipe.gather is None
 
 
@@ -327,7 +327,7 @@ def test_torch_tensors_of_one_shape_never_take_each_others_recipe(op, args):
             assert got.requires_grad == (tensor.requires_grad and torch.is_grad_enabled()), (name, which)
             if tensor.device.type != "meta":
                 assert np.array_equal(_values(got), getattr(ref, op)(_values(tensor), *args)), (name, which)
-        # the key ops.py builds inline is the adapter's (recipes.key, libraries.TORCH.key): one recipe each,
+        # the key TorchCalls builds is the adapter's (recipes.key, libraries.TORCH.key): one recipe each,
         # but for what the recipe reads at every call
         keys = {recipes.key(op, args, tensor, "auto") for tensor in pair}
         assert None not in keys and keys <= set(recipes.RECIPES), name
@@ -361,7 +361,7 @@ def test_a_tensor_that_requires_grad_gets_its_gradient_from_a_kept_recipe(op, ar
                                       ("batch_to_space", ([1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1])),
                                       ("space_to_batch", ([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1]))])
 def test_numpy_keys_are_the_adapters(op, args):
-    """datamove.ops and recipes.space_key build a NumPy array's recipe key inline (a call less on the way to
+    """datamove.dispatch.numpy_calls builds a NumPy array's recipe key inline (a call less on the way to
     a kept recipe): it is (op, *args as exact values, engine, *libraries.NUMPY.key(data)), the adapter's key."""
     from datamove.arrays import libraries
 

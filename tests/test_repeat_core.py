@@ -21,6 +21,8 @@ from hypothesis import given, settings, strategies as st
 
 import datamove as dm
 from datamove import ops
+from datamove.dispatch import numpy_calls
+from datamove.engines.call import Call
 from datamove.dispatch import recipes
 from datamove.engines.native import engine as native_engine
 
@@ -64,7 +66,7 @@ def _kept(op, args, data, out=None, times=3):
 @pytest.fixture(autouse=True)
 def _fresh_table():
     recipes.RECIPES.clear()  # (and the core's table with them)
-    ops._SEEN.clear()
+    numpy_calls.SEEN.clear()
     yield
     recipes.RECIPES.clear()
 
@@ -254,7 +256,7 @@ def test_remember_keeps_only_what_it_can_repeat():
     x = _values(shape)
     out = np.empty((1, 16, 8, 8), np.float32)
     core = _core()
-    program = native_engine.program_of(ops.Call(op, {"mode": "blocks_first", "block_size": 2}, shape, out.shape), x, out)
+    program = native_engine.program_of(Call(op, {"mode": "blocks_first", "block_size": 2}, shape, out.shape), x, out)
     # not NumPy arrays, another op, a program not of whole words: nothing kept
     assert core.remember(op, *given, "auto", x.tolist(), out, program, 0, np.empty) is False
     assert core.remember("other", *given, "auto", x, out, program, 0, np.empty) is False

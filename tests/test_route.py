@@ -162,7 +162,7 @@ def test_first_calls_follow_the_table(monkeypatch):
     """datamove.ops asks route.first_on_core, and only it, whether a first call goes to the core."""
     import numpy as np
     import datamove as dm
-    from datamove import ops
+    from datamove.dispatch import numpy_calls
     from datamove.engines.native import engine as native_engine
 
     if native_engine._native is None:
@@ -172,7 +172,7 @@ def test_first_calls_follow_the_table(monkeypatch):
     monkeypatch.setattr(native_engine, "first_call", lambda *args: pytest.fail("the table said no"))
     from datamove.dispatch import recipes
     # Another test in this worker may have kept this layout's recipe: then no first call is made.
-    ops._SEEN.clear(), recipes.RECIPES.clear()
+    numpy_calls.SEEN.clear(), recipes.RECIPES.clear()
     x = np.arange(2 * 4 * 6 * 6, dtype=np.float32).reshape(2, 4, 6, 10 - 4)
     shape = (2, 16, 3, 3)
     y = dm.space_to_depth(x + 0, "blocks_first", 2)  # a new layout's first call: the recipe's way

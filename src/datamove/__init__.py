@@ -50,7 +50,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _register_torch_ops() -> None:
-    # torch.compile cannot trace the registration of torch.ops.datamove.* (datamove.dispatch.foreign.compiled_call):
+    # torch.compile cannot trace the registration of torch.ops.datamove.* (datamove.dispatch.torch_calls.compiled_call):
     # done here when PyTorch is already loaded, else on the first call with a tensor
     import sys
 

@@ -1,42 +1,37 @@
-"""The four operations: validate (``shapes``), then run the call's recipe (``recipes``), which an engine executes.
+"""The four operations: the public functions, each the core's (or a tensor's recipe's) repeat of a kept call,
+else the dispatch (:func:`datamove.dispatch.call`).
 
-A call is keyed (op, parameters, the input's layout and library); a repeated
-call finds its :class:`~datamove.dispatch.recipes.Recipe` and skips everything but the
-copy. A new one is validated by the shape rule, becomes a
-:class:`~datamove.engines.call.Call`, and its recipe is made with the path the route
-table gives (:mod:`datamove.engines.route`). Everything is checked before any memory
+A repeated NumPy call the compiled core keeps runs in one C call from here
+(``src/native/runtime/repeat.cpp``), and a repeated PyTorch depth call by its
+recipe's own path (:func:`_tensor_repeat`); every other call goes to the
+dispatch, which validates it (:mod:`datamove.rules.shapes`), keeps its recipe
+(:mod:`datamove.dispatch.recipes`) and runs it on the engine the route table
+gives (:mod:`datamove.engines.route`). Everything is checked before any memory
 is touched, so bad input never leaves a partial write in ``out``.
 """
 
 from __future__ import annotations
 
-import math
 import sys
-from typing import Any, Callable, Dict, Hashable, Optional, SupportsIndex, Tuple, cast
+from typing import Any, Callable, Optional, SupportsIndex, Tuple
 
 import numpy as np
 
-from .dispatch import foreign, recipes, tensorflow as tensorflow_ops
-from .arrays import libraries
-from .rules import params, shapes
+from . import dispatch
+from .dispatch import recipes, tensorflow as tensorflow_ops
 from .pytorch import custom_ops as torch_ops
-from .engines import route
-from .engines.call import Call
 from .engines.native import engine as native_engine
-from .rules.dims import INT64_MAX
-from .errors import DataMoveError, brief, number
-from .arrays.outputs import (LINE_FROM as _LINE_FROM, allocate as _allocate, check_out as _check_out,
-                             refuse_masked as _refuse_masked)
+from .rules import params
 from .rules.types import ArrayT, DataFormat, Engine, IntVector, Mode
 
 __all__ = ["batch_to_space", "space_to_batch", "space_to_depth", "depth_to_space"]
 
-# A repeated call with the same shapes skips validation and planning (see datamove.dispatch.recipes).
 _RECIPES = recipes.RECIPES
 #: The core's repeated calls (``src/native/runtime/repeat.cpp``): a NumPy call whose kept recipe has run on the
 #: core (its op, parameters as given, engine, input layout and dtype; out's layout) is run again there
 #: without a Python frame between here and the copy; any other returns None. None without the core.
 _repeated = native_engine.repeated_calls()
+_require = params.required  # (datamove.nn's layers check their parameters with it)
 
 
 def _tensor_repeat(op: str, data: Any, mode: Any, block_size: Any, data_format: Any, engine: Any) -> Any:
@@ -49,171 +44,12 @@ def _tensor_repeat(op: str, data: Any, mode: Any, block_size: Any, data_format: 
             or type(engine) is not str or data_format != "channels_first"
             or torch.compiler.is_compiling() or torch._C._is_tracing()):
         return None
-    # (recipes.key's with libraries._Torch.key's fields, inline as NumPy's are: a call less, 0.7 us of a 4 KiB
-    # call's 8; tests/test_torch_repeats.py holds the two equal)
+    # (recipes.key's with libraries._Torch.key's fields, inline: a call less, 0.7 us of a 4 KiB call's 8;
+    # tests/test_torch_repeats.py holds the two equal)
     recipe = _RECIPES.get((op, mode, block_size, engine, torch.Tensor, data.shape, data.stride(), data.dtype,
                            data.device, data.is_conj(), data.is_neg()))
     fast = getattr(recipe, "fast", None)
     return None if fast is None else fast(data)
-
-
-def _as_array(data: Any) -> Any:
-    if isinstance(data, np.ndarray):
-        if type(data) is not np.ndarray:
-            _refuse_masked(data, "data")
-        return data
-    if data is None or isinstance(data, (str, bytes, dict, set)):
-        raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
-    if libraries.foreign(data):
-        return libraries.checked(data)  # not converted: datamove.dispatch.foreign runs it in its own library
-    try:
-        return np.asarray(data)
-    except Exception as exc:
-        raise TypeError(f"data must be an array, could not convert {type(data).__name__}: {exc}") from None
-
-
-_require = params.required
-
-
-def _check_size(shape: Tuple[int, ...], dtype: Any) -> None:
-    """An output no array can hold is a DataMoveError on every path (NumPy says ValueError, PyTorch RuntimeError)."""
-    nbytes = math.prod(shape) * getattr(dtype, "itemsize", 1)
-    if nbytes > INT64_MAX:
-        raise DataMoveError(f"the output shape {shape} of dtype {dtype} would take {number(nbytes)} bytes, "
-                            "more than an array can hold (2**63 - 1)")
-
-
-#: The keys of calls made once by the core in one call (:func:`~datamove.engines.native.engine.first_call`),
-#: whose recipe the key's next call makes: a shape seen once costs no recipe. (A first call into a new array,
-#: by the core's ``first``, is kept in the core's own table, which says when its next call is the recipe's:
-#: :func:`_first`.) A plain dict (its get and set are atomic), forgotten whole at the recipes' bound.
-_SEEN: Dict[Hashable, bool] = {}
-
-
-def _run(op: str, resolved: shapes.Resolved, data: Any, out: Any, engine: Any, recipe_key: Any) -> Any:
-    """A validated call: its recipe made (and kept under ``recipe_key``), then run; or, the first time a NumPy
-    array's key is seen, planned and run by the compiled core in one call, the recipe left to the key's next."""
-    out_shape = _static(resolved)
-    _check_size(out_shape, getattr(data, "dtype", None))
-    call = Call(op, resolved.params, tuple(data.shape), out_shape)
-    seen = recipe_key is not None and _SEEN.pop(recipe_key, False)
-    if not seen and route.first_on_core(engine, type(data) is np.ndarray and (out is None or type(out) is np.ndarray)):
-        if out is not None:
-            _check_out(out, out_shape, data.dtype)
-        done = native_engine.first_call(call, data, out)
-        if done is not None:
-            _seen(recipe_key)
-            return done
-    recipe = recipes.make(recipe_key, call, data, engine)
-    if seen and isinstance(recipe, recipes.Recipe):
-        recipe.called = True  # (its first call was the core's: a recipe that moves to the core does so now)
-    return recipe(data, out)
-
-
-def _seen(recipe_key: Optional[Hashable]) -> None:
-    """``recipe_key``'s first call was the core's: its next, where the core does not repeat it, makes the
-    recipe (``_SEEN``)."""
-    if recipe_key is not None:
-        if len(_SEEN) >= _RECIPES.maxsize:
-            _SEEN.clear()
-        _SEEN[recipe_key] = True
-
-
-def _first(op: str, recipe_key: Hashable, data: Any, a: Any, b: Any, c: Any, engine: str, out: Any = None) -> Any:
-    """A NumPy array's first call of a layout (depth ops channels first), into a new array or an ``out=``
-    ndarray: the rules' straight path (:func:`datamove.rules.shapes.static_depth_shape`,
-    :func:`~datamove.rules.shapes.static_space_shape`) and the core in one call, its program kept there, nothing
-    else made (:func:`_run` makes a ``Resolved``, a ``Call`` and a recipe); None, nothing done, for any call
-    that path does not take, which :func:`_run` then validates and runs. ``(a, b, c)``: ``(mode, block_size,
-    "channels_first")`` or ``(block_shape, begin, end)``. An ``out=`` is checked here as :func:`_run` checks
-    it; one that shares memory with ``data`` is :func:`_run`'s (which copies ``data`` first)."""
-    core = native_engine._native  # (the one native_engine runs: a test may put a recording or another level's)
-    if core is None or not route.first_on_core(engine, out is None or type(out) is np.ndarray):
-        return None  # (data is an exact ndarray: the callers' doors ask)
-    depth = op == "space_to_depth" or op == "depth_to_space"
-    out_shape = (shapes.static_depth_shape(op == "space_to_depth", data.shape, a, b) if depth
-                 else shapes.static_space_shape(op, data.shape, a, b, c))
-    if out_shape is None:
-        return None
-    if depth:
-        nbytes = data.nbytes  # (the output holds the input's items, in another order)
-    else:
-        _check_size(out_shape, data.dtype)  # (pads may make it any size)
-        nbytes = math.prod(out_shape) * data.itemsize
-    allocate = None if nbytes < _LINE_FROM else _allocate  # (the call's new results: a large one on a line)
-    if out is not None:
-        _check_out(out, out_shape, data.dtype)
-        if np.may_share_memory(data, out):
-            return None
-        # the core's first() into out=: planned, lowered and run in one C call, its program kept there for
-        # repeats into outs of these strides (the checks above passed for them)
-        return core.first(op, data, a, b, c, out_shape, allocate, engine, out)
-    # the core's first(): allocated, planned, lowered and run in one C call, its program kept there for the
-    # call's repeats
-    done = core.first(op, data, a, b, c, out_shape, allocate, engine)
-    if done is False:  # the core keeps this call already, and its repeat did not take it: the recipe's turn
-        _seen(recipe_key)
-        return None
-    return done
-
-
-def _channels_last(function: Callable[..., Any], data: Any, mode: Any, block_size: Any, data_format: Any, out: Any,
-                   engine: Any) -> Any:
-    """A depth op on ``[N, D_1, ..., D_K, C]`` data: the channels-first op on views that move the last axis to 1.
-
-    The result is allocated channels-last and written through such a view, so
-    the data is moved once, as channels-first data is.
-    """
-    data_format = params.data_format_arg(data_format)
-    if data_format == "channels_first":
-        return function(data, mode, block_size, out=out, engine=engine)
-    resolve = shapes.resolve_space_to_depth if function is space_to_depth else shapes.resolve_depth_to_space
-    traced = foreign.compiling(data)  # a torch.Tensor (asked first: Dynamo cannot trace libraries' cache)
-    library = libraries.TORCH if traced else (libraries.of(data) or libraries.NUMPY)  # (a list: NumPy's)
-    if library is libraries.NUMPY:
-        data = _as_array(data)
-    elif getattr(data, "ndim", None) is None:
-        raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
-    _require(mode=mode, block_size=block_size)
-    shape = tuple(data.shape)
-    # every rule, on the axes as given; traced sizes stay symbolic (no out_shape): the channels-first op checks them
-    out_shape = () if traced else _static(resolve(shape, mode, block_size, data_format))
-    rank = len(shape)
-    first = (0, rank - 1, *range(1, rank - 1))  # channels-last -> channels-first, as a view
-    if library is libraries.NUMPY:
-        _check_size(out_shape, data.dtype)
-        if out is None:
-            out = _allocate(out_shape, data.dtype)
-        else:
-            _check_out(out, out_shape, data.dtype)
-        function(data.transpose(first), mode, block_size, out=out.transpose(first), engine=engine)
-        return out
-    back = (0, *range(2, rank), 1)
-    if library is libraries.TORCH:
-        if out is None and not traced and not (data.requires_grad and _grad_enabled()):
-            import torch
-
-            _check_size(out_shape, data.dtype)
-            out = torch.empty(out_shape, dtype=data.dtype, device=data.device)
-        if out is not None:
-            function(data.permute(first), mode, block_size, out=out.permute(first), engine=engine)
-            return out
-        return function(data.permute(first), mode, block_size, engine=engine).permute(back)
-    from array_api_compat import array_namespace
-
-    xp = array_namespace(data)
-    moved = function(xp.permute_dims(data, first), mode, block_size,
-                     out=None if out is None else xp.permute_dims(out, first), engine=engine)
-    return out if out is not None else xp.permute_dims(moved, back)
-
-
-def _grad_enabled() -> bool:
-    return bool(sys.modules["torch"].is_grad_enabled())
-
-
-def _static(resolved: shapes.Resolved) -> Tuple[int, ...]:
-    """The output shape of a concrete input: every dim a plain int."""
-    return cast(Tuple[int, ...], resolved.public())
 
 
 def batch_to_space(data: ArrayT, block_shape: IntVector, crops_begin: IntVector, crops_end: IntVector,
@@ -270,26 +106,7 @@ def batch_to_space(data: ArrayT, block_shape: IntVector, crops_begin: IntVector,
         done = _repeated("batch_to_space", data, block_shape, crops_begin, crops_end, out, engine)
         if done is not None:
             return done
-    library = None
-    if type(data) is not np.ndarray:
-        # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
-        if foreign.compiling(data):  # traced by torch.compile: the custom op
-            return foreign.compiled_call("batch_to_space", (block_shape, crops_begin, crops_end), data, out)
-        library = libraries.of(data)
-        if library is not libraries.TORCH and libraries.tensorflow(data):  # TensorFlow's ops: graphs, XLA
-            return tensorflow_ops.call("batch_to_space", data, (block_shape, crops_begin, crops_end), None, out, engine)
-    recipe_key = recipes.space_key("batch_to_space", block_shape, crops_begin, crops_end, data, engine, library)
-    recipe = _RECIPES.get(recipe_key)
-    if recipe is not None:
-        return recipe(data, out)
-    if type(data) is np.ndarray and recipe_key is not None:
-        done = _first("batch_to_space", recipe_key, data, block_shape, crops_begin, crops_end, engine, out)
-        if done is not None:
-            return done
-    _require(block_shape=block_shape, crops_begin=crops_begin, crops_end=crops_end)
-    data = _as_array(data)
-    resolved = shapes.resolve_batch_to_space(data.shape, block_shape, crops_begin, crops_end)
-    return _run("batch_to_space", resolved, data, out, engine, recipe_key)
+    return dispatch.call("batch_to_space", data, (block_shape, crops_begin, crops_end), None, out, engine)
 
 
 def space_to_batch(data: ArrayT, block_shape: IntVector, pads_begin: IntVector, pads_end: IntVector,
@@ -325,26 +142,7 @@ def space_to_batch(data: ArrayT, block_shape: IntVector, pads_begin: IntVector, 
         done = _repeated("space_to_batch", data, block_shape, pads_begin, pads_end, out, engine)
         if done is not None:
             return done
-    library = None
-    if type(data) is not np.ndarray:
-        # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
-        if foreign.compiling(data):  # traced by torch.compile: the custom op
-            return foreign.compiled_call("space_to_batch", (block_shape, pads_begin, pads_end), data, out)
-        library = libraries.of(data)
-        if library is not libraries.TORCH and libraries.tensorflow(data):  # TensorFlow's ops: graphs, XLA
-            return tensorflow_ops.call("space_to_batch", data, (block_shape, pads_begin, pads_end), None, out, engine)
-    recipe_key = recipes.space_key("space_to_batch", block_shape, pads_begin, pads_end, data, engine, library)
-    recipe = _RECIPES.get(recipe_key)
-    if recipe is not None:
-        return recipe(data, out)
-    if type(data) is np.ndarray and recipe_key is not None:
-        done = _first("space_to_batch", recipe_key, data, block_shape, pads_begin, pads_end, engine, out)
-        if done is not None:
-            return done
-    _require(block_shape=block_shape, pads_begin=pads_begin, pads_end=pads_end)
-    data = _as_array(data)
-    resolved = shapes.resolve_space_to_batch(data.shape, block_shape, pads_begin, pads_end)
-    return _run("space_to_batch", resolved, data, out, engine, recipe_key)
+    return dispatch.call("space_to_batch", data, (block_shape, pads_begin, pads_end), None, out, engine)
 
 
 def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
@@ -403,38 +201,7 @@ def space_to_depth(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
         done = _tensor_repeat("space_to_depth", data, mode, block_size, data_format, engine)
         if done is not None:
             return done
-    traced = False
-    library = None
-    if type(data) is not np.ndarray:
-        # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
-        traced = foreign.compiling(data)
-        if not traced:
-            library = libraries.of(data)
-            if library is not libraries.TORCH and libraries.tensorflow(data):  # TensorFlow's ops: graphs, XLA
-                return tensorflow_ops.call("space_to_depth", data, (mode, block_size), data_format, out, engine)
-    if data_format != "channels_first":
-        return _channels_last(space_to_depth, data, mode, block_size, data_format, out, engine)
-    recipe_key: Optional[Hashable]
-    if traced:  # traced by torch.compile: the custom op, one node of the graph
-        return foreign.compiled_call("space_to_depth", (mode, block_size), data, out)
-    if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
-        recipe_key = ("space_to_depth", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NUMPY.key inline
-    elif library is libraries.TORCH and type(mode) is str and type(block_size) is int and type(engine) is str:
-        found = library.key(data)  # (recipes.key's, without its second libraries.of and its exact())
-        recipe_key = None if found is None else ("space_to_depth", mode, block_size, engine, *found)
-    else:
-        recipe_key = recipes.key("space_to_depth", (mode, block_size), data, engine)
-    recipe = _RECIPES.get(recipe_key)
-    if recipe is not None:
-        return recipe(data, out)
-    if type(data) is np.ndarray and recipe_key is not None:
-        done = _first("space_to_depth", recipe_key, data, mode, block_size, "channels_first", engine, out)
-        if done is not None:
-            return done
-    _require(mode=mode, block_size=block_size)
-    data = _as_array(data)
-    resolved = shapes.resolve_space_to_depth(data.shape, mode, block_size)
-    return _run("space_to_depth", resolved, data, out, engine, recipe_key)
+    return dispatch.call("space_to_depth", data, (mode, block_size), data_format, out, engine)
 
 
 def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
@@ -480,38 +247,7 @@ def depth_to_space(data: ArrayT, mode: Mode, block_size: SupportsIndex = 1, *,
         done = _tensor_repeat("depth_to_space", data, mode, block_size, data_format, engine)
         if done is not None:
             return done
-    traced = False
-    library = None
-    if type(data) is not np.ndarray:
-        # (a tensor torch.compile traces is no TensorFlow tensor; asked first, as Dynamo cannot trace libraries' cache)
-        traced = foreign.compiling(data)
-        if not traced:
-            library = libraries.of(data)
-            if library is not libraries.TORCH and libraries.tensorflow(data):  # TensorFlow's ops: graphs, XLA
-                return tensorflow_ops.call("depth_to_space", data, (mode, block_size), data_format, out, engine)
-    if data_format != "channels_first":
-        return _channels_last(depth_to_space, data, mode, block_size, data_format, out, engine)
-    recipe_key: Optional[Hashable]
-    if traced:  # traced by torch.compile: the custom op, one node of the graph
-        return foreign.compiled_call("depth_to_space", (mode, block_size), data, out)
-    if type(data) is np.ndarray and type(mode) is str and type(block_size) is int and type(engine) is str:
-        recipe_key = ("depth_to_space", mode, block_size, engine, data.shape, data.strides, data.dtype)  # NUMPY.key inline
-    elif library is libraries.TORCH and type(mode) is str and type(block_size) is int and type(engine) is str:
-        found = library.key(data)  # (recipes.key's, without its second libraries.of and its exact())
-        recipe_key = None if found is None else ("depth_to_space", mode, block_size, engine, *found)
-    else:
-        recipe_key = recipes.key("depth_to_space", (mode, block_size), data, engine)
-    recipe = _RECIPES.get(recipe_key)
-    if recipe is not None:
-        return recipe(data, out)
-    if type(data) is np.ndarray and recipe_key is not None:
-        done = _first("depth_to_space", recipe_key, data, mode, block_size, "channels_first", engine, out)
-        if done is not None:
-            return done
-    _require(mode=mode, block_size=block_size)
-    data = _as_array(data)
-    resolved = shapes.resolve_depth_to_space(data.shape, mode, block_size)
-    return _run("depth_to_space", resolved, data, out, engine, recipe_key)
+    return dispatch.call("depth_to_space", data, (mode, block_size), data_format, out, engine)
 
 
 def _custom_op_body(op: str, args: Tuple[Any, ...], data: Any) -> Any:

@@ -1,8 +1,55 @@
-"""The dispatch: from a validated call to the engine that runs it, and the result back in the caller's kind.
+"""The dispatch: from a call's arguments to its result, for arrays of every library.
 
-``recipes`` (what a repeated call of the same layout needs, computed once and
-kept), ``foreign`` (arrays of other libraries than NumPy: their facts, the
-route table's answer, tracing and compiling) and ``tensorflow`` (TensorFlow
-tensors on TensorFlow's own ops). Which engine runs is the route table's
-(:mod:`datamove.engines.route`); the rules are :mod:`datamove.rules`'.
+:func:`call` picks the class of steps of the array's kind (one per library:
+:mod:`~datamove.dispatch.numpy_calls`, :mod:`~datamove.dispatch.torch_calls`,
+:mod:`~datamove.dispatch.tensorflow`, and :class:`~datamove.dispatch.calls.Calls`
+for every other) and runs the call through it: validated by the rules
+(:mod:`datamove.rules`), kept as a recipe (:mod:`~datamove.dispatch.recipes`),
+and run by the engine the route table gives (:mod:`datamove.engines.route`),
+arrays of libraries other than NumPy through :func:`datamove.dispatch.foreign.run`.
+
+Adding an array library: its adapter (:mod:`datamove.arrays.libraries`); and, only where its calls take
+other steps than :class:`~datamove.dispatch.calls.Calls`', a subclass of it, entered in :data:`BY_LIBRARY`.
 """
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from ..arrays import libraries
+from .calls import Calls
+from .numpy_calls import NUMPY
+from .tensorflow import TENSORFLOW
+from .torch_calls import TORCH, TRACED
+
+__all__ = ["call", "compiling", "BY_LIBRARY"]
+
+#: Every library's steps, by its adapter (None: not an array of any library, which ``np.asarray`` converts).
+BY_LIBRARY: Dict[Optional[libraries.Library], Calls] = {
+    None: NUMPY, libraries.NUMPY: NUMPY, libraries.TORCH: TORCH,
+    libraries.TENSORFLOW: TENSORFLOW, libraries.TENSORFLOW_VARIABLE: TENSORFLOW,
+}
+_ANY = Calls()  # CuPy, JAX, Dask, array-API and DLPack arrays
+
+
+def compiling(data: Any) -> bool:
+    """True while ``torch.compile``, ``torch.export`` or ``torch.jit.trace`` traces a call on a tensor."""
+    torch = sys.modules.get("torch")
+    return (torch is not None and isinstance(data, torch.Tensor)
+            and (torch.compiler.is_compiling() or torch._C._is_tracing()))
+
+
+def call(op: str, data: Any, args: Tuple[Any, ...], data_format: Optional[str], out: Any, engine: Any) -> Any:
+    """``op`` (one of the four names) with its parameters ``args`` in call order on ``data``; ``data_format``:
+    None for the space ops. :mod:`datamove.ops` calls this where the core's or a tensor's recipe's own
+    repeat did not take the call."""
+    if type(data) is np.ndarray:
+        steps: Calls = NUMPY
+    elif compiling(data):  # (asked first: Dynamo cannot trace the adapters' cache)
+        steps = TRACED
+    else:
+        steps = BY_LIBRARY.get(libraries.of(data), _ANY)
+    return steps.run(op, data, args, data_format, out, engine)

@@ -33,8 +33,7 @@ streams it into any array-like target, e.g. a ``np.memmap``).
 
 from __future__ import annotations
 
-import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Optional
 
 import numpy as np
 
@@ -42,45 +41,9 @@ from .. import engines
 from ..arrays import libraries
 from ..engines import route
 from ..engines.call import Call
-from ..errors import DataMoveError
 from ..arrays.outputs import unaliased
 
-__all__ = ["run", "compiling", "compiled_call"]
-
-
-def compiling(data: Any) -> bool:
-    """True while ``torch.compile``, ``torch.export`` or ``torch.jit.trace`` traces a call on a tensor."""
-    torch = sys.modules.get("torch")
-    return (torch is not None and isinstance(data, torch.Tensor)
-            and (torch.compiler.is_compiling() or torch._C._is_tracing()))
-
-
-def compiled_call(op: str, args: Tuple[Any, ...], data: Any, out: Any) -> Any:
-    """The call as the custom op ``torch.ops.datamove.<op>``, which a compiled graph keeps whole
-    (under ``torch.jit.trace``: as PyTorch ops, :func:`datamove.pytorch.onnx.traced`).
-
-    Validation happens in the op's fake implementation (``datamove.rules.shapes``), at trace time.
-    """
-    torch = sys.modules["torch"]
-    from ..pytorch import onnx as torch_onnx
-
-    if not torch.compiler.is_dynamo_compiling() and (  # Dynamo (torch.compile) cannot trace these questions
-            torch._C._is_tracing() or (torch_onnx.exporting() and not torch_onnx.ready())):
-        # torch.jit.trace, torch.onnx.export(dynamo=False), or an ONNX export without datamove's
-        # translations in its library: PyTorch's own ops
-        return torch_onnx.traced(op, args, data, out)
-    if not hasattr(torch.ops.datamove, op):
-        raise DataMoveError(
-            "torch.ops.datamove is not registered yet and torch.compile cannot trace its registration: "
-            "import torch before datamove, or make one datamove call on a tensor before compiling"
-        )
-    from ..pytorch import custom_ops as torch_ops
-
-    result = getattr(torch.ops.datamove, op)(data, *torch_ops.custom_op_args(op, args))
-    if out is None:
-        return result
-    out.copy_(result)
-    return out
+__all__ = ["run"]
 
 
 def run(call: Call, data: Any, out: Any, engine: str) -> Any:

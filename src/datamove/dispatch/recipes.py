@@ -42,7 +42,7 @@ from ..pytorch import layout as torch_layout
 from ..engines.loops import merged, merged_fill
 from ..plans.views import Plan
 
-__all__ = ["Recipe", "TorchRecipe", "ForeignRecipe", "RECIPES", "space_key", "key", "make"]
+__all__ = ["Recipe", "TorchRecipe", "ForeignRecipe", "RECIPES", "exact", "key", "kept"]
 
 _MAX = 512
 
@@ -77,43 +77,21 @@ def exact(value: Any) -> Optional[Hashable]:
     return None
 
 
-def space_key(op: str, block_shape: Any, begin: Any, end: Any, data: Any, engine: Any,
-              library: Optional[libraries.Library] = None) -> Optional[Hashable]:
-    """The recipe key of a BatchToSpace / SpaceToBatch call, or None when it cannot use a recipe.
-
-    ``library``: ``libraries.of(data)`` where the caller has it (not asked for an exact ``np.ndarray``).
-    NumPy arrays' keys are built inline, PyTorch tensors' from ``libraries.TORCH.key``, as :func:`key` would.
-    """
-    kind = type(data)
-    if kind is not np.ndarray and (library if library is not None else libraries.of(data)) is not libraries.TORCH:
-        return key(op, (block_shape, begin, end), data, engine)
-    if type(engine) is not str:
-        return None
-    block_shape, begin, end = exact(block_shape), exact(begin), exact(end)
-    if block_shape is None or begin is None or end is None:
-        return None
-    if kind is np.ndarray:
-        return (op, block_shape, begin, end, engine, data.shape, data.strides, data.dtype)
-    found = libraries.TORCH.key(data)
-    return None if found is None else (op, block_shape, begin, end, engine, *found)
-
-
 # dtypes whose reshape/permute/cat PyTorch implements on every device (not float8, uint16-64, complex32)
 _TORCH_PLAIN = frozenset(("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
                           "float32", "float64", "complex64", "complex128"))
 
 
-def key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
-    """The recipe key of a call on an array of another library than NumPy (its adapter's key: type, shape,
-    strides, dtype, device, ...), or None when it cannot use a recipe.
-
-    (NumPy arrays' keys are built inline by :mod:`datamove.ops` and :func:`space_key`, PyTorch tensors' there
-    from ``libraries.TORCH.key`` without this function's second ``libraries.of``, equal to this one:
-    ``(op, *args, engine, *libraries.NUMPY.key(data))`` and ``(op, *args, engine, *libraries.TORCH.key(data))``;
-    ``tests/test_recipes.py`` and ``tests/test_torch_repeats.py`` hold them to it. One function for all of
-    them cost 0.4-0.7 us of a 2.5-6 us call: engine="numpy" repeats and a new shape's first call.)
+def key(op: str, args: Tuple[Any, ...], data: Any, engine: Any,
+        library: Optional[libraries.Library] = None) -> Optional[Hashable]:
+    """The recipe key of a call on an array of ``library`` (``libraries.of(data)`` unless given): the op, its parameters
+    (:func:`exact`), the engine and the adapter's key (type, shape, strides, dtype, device, ...); None when
+    the call cannot use a recipe (a parameter not in exact form, an array the adapter does not key, an array
+    of no library or NumPy's: :mod:`datamove.dispatch.numpy_calls` builds NumPy's inline, equal to
+    ``(op, *args, engine, *libraries.NUMPY.key(data))``, which ``tests/test_recipes.py`` holds it to).
     """
-    library = libraries.of(data)
+    if library is None:
+        library = libraries.of(data)
     if library is None or library is libraries.NUMPY or type(engine) is not str:
         return None
     parts = []
@@ -124,6 +102,11 @@ def key(op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hash
         parts.append(part)
     found = library.key(data)
     return None if found is None else (op, *parts, engine, *found)
+
+
+def kept(recipe_key: Optional[Hashable], recipe: Any) -> Any:
+    """``recipe``, kept under ``recipe_key`` for the key's repeats (not kept when it is None)."""
+    return recipe if recipe_key is None else RECIPES.put(recipe_key, recipe)
 
 
 class ForeignRecipe:
@@ -166,7 +149,7 @@ class TorchRecipe(ForeignRecipe):
         from . import foreign
         from ..pytorch import custom_ops as torch_ops
 
-        torch_ops.custom_ops()  # for torch.compile later (see datamove.dispatch.foreign.compiled_call)
+        torch_ops.custom_ops()  # for torch.compile later (see datamove.dispatch.torch_calls.compiled_call)
         self.fast: Optional[Callable[[Any], Any]] = None
         self.gpu: Optional[Callable[[Any, Any], Any]] = None
         self.shape = call.out_shape
@@ -588,22 +571,3 @@ def _c_layout(shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         step *= max(n, 1)
     item = np.zeros(1, np.dtype(f"V{dtype.itemsize}"))  # the same width, any dtype (ml_dtypes included)
     return np.lib.stride_tricks.as_strided(item, shape, tuple(reversed(strides)))
-
-
-def make(recipe_key: Optional[Hashable], call: Call, data: Any, engine: str) -> Any:
-    """The recipe of a validated call, kept under ``recipe_key`` (not kept when it is None).
-
-    A :class:`Recipe` for a NumPy array (its engine chosen by the route table,
-    :func:`datamove.engines.select`), a :class:`TorchRecipe` for a PyTorch
-    tensor, a :class:`ForeignRecipe` for an array of another library.
-    """
-    library = libraries.of(data)
-    recipe: Any
-    if library is libraries.NUMPY:
-        facts = engines.facts(data, engines.check_name(engine))
-        recipe = Recipe(call, data, engines.get(route.route(facts).engine), facts, kept=recipe_key is not None)
-    elif library is libraries.TORCH:
-        recipe = TorchRecipe(call, data, engines.check_name(engine))
-    else:
-        recipe = ForeignRecipe(call, engines.check_name(engine))
-    return recipe if recipe_key is None else RECIPES.put(recipe_key, recipe)

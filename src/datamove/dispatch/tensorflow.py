@@ -22,39 +22,42 @@ datamove.errors.DataMoveError: data.shape[2] = 4 is not divisible by block_size 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
+from .. import opset
 from ..arrays import libraries
 from ..engines import route
-from ..rules import shapes
 from ..errors import DataMoveError
 from ..rules.params import required
+from .calls import Calls
 
-__all__ = ["call", "as_python"]
-
-_RULES: Dict[str, Callable[..., shapes.Resolved]] = {"batch_to_space": shapes.resolve_batch_to_space, "space_to_batch": shapes.resolve_space_to_batch,
-          "space_to_depth": shapes.resolve_space_to_depth, "depth_to_space": shapes.resolve_depth_to_space}
-_NAMES = {"batch_to_space": ("block_shape", "crops_begin", "crops_end"),
-          "space_to_batch": ("block_shape", "pads_begin", "pads_end"),
-          "space_to_depth": ("mode", "block_size"), "depth_to_space": ("mode", "block_size")}
+__all__ = ["TensorFlowCalls", "TENSORFLOW", "as_python"]
 
 
-def call(op: str, data: Any, args: Tuple[Any, ...], data_format: Optional[str], out: Any, engine: Any) -> Any:
-    """``op`` (one of the four names) with the operation's arguments ``args`` on a TensorFlow tensor ``data``."""
-    library = libraries.of(data)
-    assert library is not None and libraries.tensorflow(data), "call() of a TensorFlow tensor"
-    if out is not None:
-        library.check_out(data, out, ())  # always refuses, saying why
-    from ..engines import check_name
+class TensorFlowCalls(Calls):
+    """:class:`~datamove.dispatch.calls.Calls` for TensorFlow tensors and variables: no recipes (TensorFlow builds,
+    or traces, its own ops on each call), the rules on the static shape, then TensorFlow's ops."""
 
-    route.route(route.Facts(library.name, check_name(engine), view=False, namespace=False, triton=False, cuda=False,
-                            nbytes=0))  # the TensorFlow row: engine="auto" only
-    required(**dict(zip(_NAMES[op], args)))
-    resolved = _RULES[op](_shape(data), *(args if data_format is None else (*args, data_format)))
-    out_shape = tuple(d if d is None or isinstance(d, int) else None for d in resolved.public() or ())  # Dim: unknown
-    from ..engines import tensorflow_engine
+    def run(self, op: str, data: Any, args: Tuple[Any, ...], data_format: Optional[str], out: Any,
+            engine: Any) -> Any:
+        library = libraries.of(data)
+        assert library is not None and libraries.tensorflow(data), "run() of a TensorFlow tensor"
+        if out is not None:
+            library.check_out(data, out, ())  # always refuses, saying why
+        from ..engines import check_name
 
-    return tensorflow_engine.apply(op, resolved.params, data, data_format or "channels_first", out_shape)
+        route.route(route.Facts(library.name, check_name(engine), view=False, namespace=False, triton=False,
+                                cuda=False, nbytes=0))  # the TensorFlow row: engine="auto" only
+        spec = opset.OPS[op]
+        required(**spec.kwargs(args))
+        resolved = spec.resolve(_shape(data), *(args if len(args) == 3 else (*args, data_format)))
+        out_shape = tuple(d if d is None or isinstance(d, int) else None for d in resolved.public() or ())  # Dim: unknown
+        from ..engines import tensorflow_engine
+
+        return tensorflow_engine.apply(op, resolved.params, data, data_format or "channels_first", out_shape)
+
+
+TENSORFLOW = TensorFlowCalls()
 
 
 def as_python(*functions: Callable[..., Any]) -> None:

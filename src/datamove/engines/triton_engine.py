@@ -12,7 +12,7 @@ words, so every dtype works (bool, float8, bfloat16, complex128, ...).
   shape from :mod:`datamove.shapes`, so autograd and ``torch.compile`` see
   one op; other tensors call the kernel directly.
   Under ``torch.compile`` datamove's functions become these ops
-  (:func:`datamove.dispatch.foreign.compiled_call`).
+  (:func:`datamove.dispatch.torch_calls.compiled_call`).
 * CuPy arrays are viewed as tensors through DLPack (no copy) and the kernel
   runs on CuPy's current stream.
 * On CPU tensors the engine runs only under Triton's interpreter

@@ -1,0 +1,140 @@
+"""How a call runs on one kind of array: :class:`Calls`, the steps every library shares, which each library's
+class overrides where its arrays differ.
+
+:func:`datamove.dispatch.call` picks the class by the array (NumPy's, PyTorch's, TensorFlow's, or this one
+for every other library: CuPy, JAX, Dask, array-API and DLPack arrays) and calls its :meth:`Calls.run`:
+
+1. channels-last data: the channels-first call on views that move the last axis to 1 (:meth:`Calls.channels_last`);
+2. a repeated call: its recipe, found by its key (:meth:`Calls.key`, :mod:`datamove.dispatch.recipes`);
+3. a new one: the rules (:mod:`datamove.rules.shapes`) on ``data.shape``, then its recipe made, kept and run
+   (:meth:`Calls.fresh`, :meth:`Calls.made`).
+
+Everything is checked before any memory is touched, so bad input never leaves a partial write in ``out``.
+
+>>> import numpy as np
+>>> from datamove.dispatch import call
+>>> call("space_to_depth", np.arange(8).reshape(1, 2, 4), ("blocks_first", 2), "channels_first", None, "auto")[0]
+array([[0, 2],
+       [4, 6],
+       [1, 3],
+       [5, 7]])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Hashable, Optional, Tuple, cast
+
+from .. import engines, opset
+from ..arrays import libraries
+from ..engines.call import Call
+from ..errors import DataMoveError, brief, number
+from ..rules import params
+from ..rules.dims import INT64_MAX
+from . import recipes
+
+__all__ = ["Calls", "check_size", "static"]
+
+#: The recipes, by key (:mod:`datamove.dispatch.recipes`).
+RECIPES = recipes.RECIPES
+
+
+def check_size(shape: Tuple[int, ...], dtype: Any) -> None:
+    """An output no array can hold is a DataMoveError on every path (NumPy says ValueError, PyTorch RuntimeError)."""
+    nbytes = math.prod(shape) * getattr(dtype, "itemsize", 1)
+    if nbytes > INT64_MAX:
+        raise DataMoveError(f"the output shape {shape} of dtype {dtype} would take {number(nbytes)} bytes, "
+                            "more than an array can hold (2**63 - 1)")
+
+
+def static(resolved: Any) -> Tuple[int, ...]:
+    """The output shape of a concrete input (a :class:`~datamove.rules.shapes.Resolved`): every dim a plain int."""
+    return cast(Tuple[int, ...], resolved.public())
+
+
+class Calls:
+    """The steps of a call on arrays of any library that has no class of its own: recipes keyed by the
+    library's adapter (:meth:`datamove.arrays.libraries.Library.key`), run by the dispatcher,
+    :func:`datamove.dispatch.foreign.run`, through a :class:`~datamove.dispatch.recipes.ForeignRecipe`.
+
+    ``op``: one of the four names; ``args``: its parameters in call order (``opset.OPS[op].params``);
+    ``data_format``: None for the space ops.
+    """
+
+    def run(self, op: str, data: Any, args: Tuple[Any, ...], data_format: Optional[str], out: Any,
+            engine: Any) -> Any:
+        """The call, from its arguments as the caller gave them to its result."""
+        if data_format != "channels_first" and len(args) == 2:  # (a depth op: mode, block_size)
+            return self.channels_last(op, data, args, data_format, out, engine)
+        recipe_key = self.key(op, args, data, engine)
+        recipe = RECIPES.get(recipe_key)
+        if recipe is not None:
+            return recipe(data, out)
+        return self.fresh(op, data, args, out, engine, recipe_key)
+
+    def again(self, op: str, data: Any, args: Tuple[Any, ...], out: Any, engine: Any) -> Any:
+        """A channels-first call on the views :meth:`channels_last` made: as :meth:`run`, after the library's
+        own repeats where it has any (NumPy's: the core's)."""
+        return self.run(op, data, args, "channels_first", out, engine)
+
+    def key(self, op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
+        """The recipe key of the call (:func:`datamove.dispatch.recipes.key`), or None when it cannot use one."""
+        return recipes.key(op, args, data, engine, libraries.of(data))
+
+    def array(self, data: Any) -> Any:
+        """``data`` as the array the rules and the engines take, or a TypeError/DataMoveError saying why not."""
+        return libraries.checked(data)  # not converted: datamove.dispatch.foreign runs it in its own library
+
+    def fresh(self, op: str, data: Any, args: Tuple[Any, ...], out: Any, engine: Any,
+              recipe_key: Optional[Hashable]) -> Any:
+        """A call no recipe holds: every rule checked on ``data.shape``, then its recipe made and run."""
+        spec = opset.OPS[op]
+        params.required(**spec.kwargs(args))
+        data = self.array(data)
+        resolved = spec.resolve(data.shape, *args)
+        out_shape = static(resolved)
+        check_size(out_shape, getattr(data, "dtype", None))
+        return self.made(recipe_key, Call(op, resolved.params, tuple(data.shape), out_shape), data, out, engine)
+
+    def made(self, recipe_key: Optional[Hashable], call: Call, data: Any, out: Any, engine: Any) -> Any:
+        """A validated call: its recipe made (kept under ``recipe_key``, unless None) and run."""
+        return recipes.kept(recipe_key, recipes.ForeignRecipe(call, engines.check_name(engine)))(data, out)
+
+    def channels_last(self, op: str, data: Any, args: Tuple[Any, ...], data_format: Any, out: Any,
+                      engine: Any) -> Any:
+        """A depth op on ``[N, D_1, ..., D_K, C]`` data: the channels-first op on views that move the last axis
+        to 1. The result is allocated channels-last (:meth:`output`) and written through such a view, so the
+        data is moved once, as channels-first data is."""
+        if params.data_format_arg(data_format) == "channels_first":
+            return self.again(op, data, args, out, engine)
+        data = self.last_array(data)
+        params.required(**opset.OPS[op].kwargs(args))
+        shape = tuple(data.shape)
+        rank = len(shape)
+        first = (0, rank - 1, *range(1, rank - 1))  # channels-last -> channels-first, as a view
+        out = self.output(data, out, self.last_shape(op, data, args))
+        moved = self.again(op, self.permuted(data, first), args, None if out is None else self.permuted(out, first),
+                           engine)
+        return out if out is not None else self.permuted(moved, (0, *range(2, rank), 1))
+
+    def last_array(self, data: Any) -> Any:
+        """:meth:`channels_last`'s ``data``: an array with a rank."""
+        if getattr(data, "ndim", None) is None:
+            raise TypeError(f"data must be an array, got {type(data).__name__} {brief(data)}")
+        return data
+
+    def last_shape(self, op: str, data: Any, args: Tuple[Any, ...]) -> Optional[Tuple[int, ...]]:
+        """:meth:`channels_last`'s output shape, every rule checked on the axes as given (the channels-first
+        call checks them again, on the views)."""
+        return static(opset.OPS[op].resolve(tuple(data.shape), *args, "channels_last"))
+
+    def output(self, data: Any, out: Any, shape: Optional[Tuple[int, ...]]) -> Any:
+        """:meth:`channels_last`'s result, channels-last, of ``shape``: ``out``, or a new array; None where the
+        channels-first call's result, permuted back, is the result (here: always)."""
+        return out
+
+    def permuted(self, array: Any, order: Tuple[int, ...]) -> Any:
+        """A view of ``array`` with its axes in ``order``."""
+        from array_api_compat import array_namespace
+
+        return array_namespace(array).permute_dims(array, order)
