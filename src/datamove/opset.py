@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
-__all__ = ["Op", "OPS", "NAMES", "OPENVINO_TYPES", "by_openvino_type", "lookup"]
+__all__ = ["Op", "OPS", "DEPTH_OPS", "NAMES", "OPENVINO_TYPES", "by_openvino_type", "lookup"]
 
 
 class Op(NamedTuple):
@@ -91,6 +91,8 @@ OPS: Dict[str, Op] = {
     )
 }
 
+#: The names of the operations of the ``"depth"`` family (mode and block_size; a ``data_format``).
+DEPTH_OPS = frozenset(name for name, op in OPS.items() if op.family == "depth")
 #: datamove's names of the operations, in the registry's order.
 NAMES: Tuple[str, ...] = tuple(OPS)
 #: OpenVINO's type names of the operations, in the same order.

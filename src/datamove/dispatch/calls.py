@@ -26,17 +26,22 @@ import math
 from typing import Any, Hashable, Optional, Tuple, cast
 
 from .. import engines, opset
+from ..opset import DEPTH_OPS
 from ..arrays import libraries
 from ..engines.call import Call
 from ..errors import DataMoveError, brief, number
-from ..rules import params
+from ..rules import params, shapes
 from ..rules.dims import INT64_MAX
 from . import recipes
 
-__all__ = ["Calls", "check_size", "static"]
+__all__ = ["Calls", "check_size", "required", "resolve", "static"]
 
 #: The recipes, by key (:mod:`datamove.dispatch.recipes`).
 RECIPES = recipes.RECIPES
+#: Each op's parameter names, and the name of its rule in :mod:`datamove.rules.shapes` (looked up at each call, as
+#: ``opset.Op.resolve`` does: a test may put another there).
+NAMES = {name: op.params for name, op in opset.OPS.items()}
+RULES = {name: f"resolve_{name}" for name in opset.OPS}
 
 
 def check_size(shape: Tuple[int, ...], dtype: Any) -> None:
@@ -45,6 +50,18 @@ def check_size(shape: Tuple[int, ...], dtype: Any) -> None:
     if nbytes > INT64_MAX:
         raise DataMoveError(f"the output shape {shape} of dtype {dtype} would take {number(nbytes)} bytes, "
                             "more than an array can hold (2**63 - 1)")
+
+
+def required(op: str, args: Tuple[Any, ...]) -> None:
+    """Every parameter given: ``None`` means "unknown" only in :mod:`datamove.rules.shapes` (a TypeError)."""
+    for arg in args:
+        if arg is None:
+            params.required(**dict(zip(NAMES[op], args)))
+
+
+def resolve(op: str, shape: Tuple[Any, ...], args: Tuple[Any, ...]) -> Any:
+    """``op``'s rule on ``shape`` and ``args`` (:func:`datamove.rules.shapes.resolve_space_to_depth`, ...)."""
+    return getattr(shapes, RULES[op])(shape, *args)
 
 
 def static(resolved: Any) -> Tuple[int, ...]:
@@ -64,7 +81,7 @@ class Calls:
     def run(self, op: str, data: Any, args: Tuple[Any, ...], data_format: Optional[str], out: Any,
             engine: Any) -> Any:
         """The call, from its arguments as the caller gave them to its result."""
-        if data_format != "channels_first" and len(args) == 2:  # (a depth op: mode, block_size)
+        if data_format != "channels_first" and op in DEPTH_OPS:
             return self.channels_last(op, data, args, data_format, out, engine)
         recipe_key = self.key(op, args, data, engine)
         recipe = RECIPES.get(recipe_key)
@@ -73,8 +90,8 @@ class Calls:
         return self.fresh(op, data, args, out, engine, recipe_key)
 
     def again(self, op: str, data: Any, args: Tuple[Any, ...], out: Any, engine: Any) -> Any:
-        """A channels-first call on the views :meth:`channels_last` made: as :meth:`run`, after the library's
-        own repeats where it has any (NumPy's: the core's)."""
+        """A depth op's channels-first call on the views :meth:`channels_last` made: as :meth:`run`, after the
+        library's own repeats where it has any (NumPy's: the core's)."""
         return self.run(op, data, args, "channels_first", out, engine)
 
     def key(self, op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
@@ -88,10 +105,9 @@ class Calls:
     def fresh(self, op: str, data: Any, args: Tuple[Any, ...], out: Any, engine: Any,
               recipe_key: Optional[Hashable]) -> Any:
         """A call no recipe holds: every rule checked on ``data.shape``, then its recipe made and run."""
-        spec = opset.OPS[op]
-        params.required(**spec.kwargs(args))
+        required(op, args)
         data = self.array(data)
-        resolved = spec.resolve(data.shape, *args)
+        resolved = resolve(op, data.shape, args)
         out_shape = static(resolved)
         check_size(out_shape, getattr(data, "dtype", None))
         return self.made(recipe_key, Call(op, resolved.params, tuple(data.shape), out_shape), data, out, engine)
@@ -108,7 +124,7 @@ class Calls:
         if params.data_format_arg(data_format) == "channels_first":
             return self.again(op, data, args, out, engine)
         data = self.last_array(data)
-        params.required(**opset.OPS[op].kwargs(args))
+        required(op, args)
         shape = tuple(data.shape)
         rank = len(shape)
         first = (0, rank - 1, *range(1, rank - 1))  # channels-last -> channels-first, as a view
@@ -126,7 +142,7 @@ class Calls:
     def last_shape(self, op: str, data: Any, args: Tuple[Any, ...]) -> Optional[Tuple[int, ...]]:
         """:meth:`channels_last`'s output shape, every rule checked on the axes as given (the channels-first
         call checks them again, on the views)."""
-        return static(opset.OPS[op].resolve(tuple(data.shape), *args, "channels_last"))
+        return static(resolve(op, tuple(data.shape), (*args, "channels_last")))
 
     def output(self, data: Any, out: Any, shape: Optional[Tuple[int, ...]]) -> Any:
         """:meth:`channels_last`'s result, channels-last, of ``shape``: ``out``, or a new array; None where the

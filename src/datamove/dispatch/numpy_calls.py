@@ -22,14 +22,15 @@ from typing import Any, Dict, Hashable, Optional, Tuple
 import numpy as np
 
 from .. import engines
+from ..opset import DEPTH_OPS
 from ..arrays.outputs import LINE_FROM, allocate, check_out, refuse_masked
 from ..engines import route
 from ..engines.call import Call
 from ..engines.native import engine as native_engine
 from ..errors import brief
-from ..rules import shapes
+from ..rules import params, shapes
 from . import recipes
-from .calls import Calls, check_size
+from .calls import RECIPES, Calls, check_size, required, resolve, static
 
 __all__ = ["NumPyCalls", "NUMPY", "SEEN"]
 
@@ -62,19 +63,22 @@ class NumPyCalls(Calls):
         # tests/test_recipes.py holds the two equal). Subclasses and lists: no recipe.
         if type(data) is not np.ndarray or type(engine) is not str:
             return None
-        if len(args) == 2:
+        if op in DEPTH_OPS:
             mode, block_size = args
             if type(mode) is str and type(block_size) is int:
                 return (op, mode, block_size, engine, data.shape, data.strides, data.dtype)
             return None
-        block_shape, begin, end = (recipes.exact(arg) for arg in args)
+        block_shape, begin, end = args
+        exact = recipes.exact
+        block_shape, begin, end = exact(block_shape), exact(begin), exact(end)
         if block_shape is None or begin is None or end is None:
             return None
         return (op, block_shape, begin, end, engine, data.shape, data.strides, data.dtype)
 
     def again(self, op: str, data: Any, args: Tuple[Any, ...], out: Any, engine: Any) -> Any:
         if REPEATED is not None and type(data) is np.ndarray:
-            done = REPEATED(op, data, *args, *(("channels_first",) if len(args) == 2 else ()), out, engine)
+            mode, block_size = args
+            done = REPEATED(op, data, mode, block_size, "channels_first", out, engine)
             if done is not None:
                 return done
         return self.run(op, data, args, "channels_first", out, engine)
@@ -91,15 +95,29 @@ class NumPyCalls(Calls):
         except Exception as exc:
             raise TypeError(f"data must be an array, could not convert {type(data).__name__}: {exc}") from None
 
-    last_array = array
 
-    def fresh(self, op: str, data: Any, args: Tuple[Any, ...], out: Any, engine: Any,
-              recipe_key: Optional[Hashable]) -> Any:
+    def run(self, op: str, data: Any, args: Tuple[Any, ...], data_format: Optional[str], out: Any,
+            engine: Any) -> Any:
+        # Calls.run's steps, and a layout's first call on the core (first), in one frame: a new small shape's
+        # first call spends a third of its time in Python
+        if data_format != "channels_first" and op in DEPTH_OPS:
+            return self.channels_last(op, data, args, data_format, out, engine)
+        recipe_key: Optional[Hashable] = None
+        if type(data) is np.ndarray and type(engine) is str:  # key's, inline (a call less)
+            if op in DEPTH_OPS:
+                mode, block_size = args
+                if type(mode) is str and type(block_size) is int:
+                    recipe_key = (op, mode, block_size, engine, data.shape, data.strides, data.dtype)
+            else:
+                recipe_key = self.key(op, args, data, engine)
+        recipe = RECIPES.get(recipe_key)
+        if recipe is not None:
+            return recipe(data, out)
         if recipe_key is not None:  # (an exact ndarray: key's door)
             done = self.first(op, recipe_key, data, args, engine, out)
             if done is not None:
                 return done
-        return super().fresh(op, data, args, out, engine, recipe_key)
+        return self.fresh(op, data, args, out, engine, recipe_key)
 
     def first(self, op: str, recipe_key: Hashable, data: np.ndarray, args: Tuple[Any, ...], engine: Any,
               out: Any) -> Any:
@@ -107,13 +125,13 @@ class NumPyCalls(Calls):
         ndarray: the rules' straight path (:func:`datamove.rules.shapes.static_depth_shape`,
         :func:`~datamove.rules.shapes.static_space_shape`) and the core in one call, its program kept there,
         nothing else made (:meth:`made` makes a ``Resolved``, a ``Call`` and a recipe); None, nothing done, for
-        any call that path does not take, which :meth:`fresh` then validates and runs. An ``out=`` is checked
+        any call that path does not take, which :meth:`~datamove.dispatch.calls.Calls.fresh` then validates and runs. An ``out=`` is checked
         here as :meth:`made` checks it; one that shares memory with ``data`` is :meth:`made`'s (which copies
         ``data`` first)."""
         core = native_engine._native  # (the one native_engine runs: a test may put a recording or another level's)
         if core is None or not route.first_on_core(engine, out is None or type(out) is np.ndarray):
             return None
-        depth = len(args) == 2
+        depth = op in DEPTH_OPS
         a, b, c = (*args, "channels_first") if depth else args
         out_shape = (shapes.static_depth_shape(op == "space_to_depth", data.shape, a, b) if depth
                      else shapes.static_space_shape(op, data.shape, a, b, c))
@@ -158,16 +176,24 @@ class NumPyCalls(Calls):
             recipe.called = True  # (its first call was the core's: a recipe that moves to the core does so now)
         return recipe(data, out)
 
-    def output(self, data: Any, out: Any, shape: Optional[Tuple[int, ...]]) -> Any:
-        assert shape is not None
-        check_size(shape, data.dtype)
+    def channels_last(self, op: str, data: Any, args: Tuple[Any, ...], data_format: Any, out: Any,
+                      engine: Any) -> Any:
+        # Calls.channels_last's steps, in one frame: a small call's repeat spends most of its time here
+        if params.data_format_arg(data_format) == "channels_first":
+            return self.again(op, data, args, out, engine)
+        data = self.array(data)
+        required(op, args)
+        shape = data.shape
+        out_shape = static(resolve(op, shape, (*args, "channels_last")))
+        check_size(out_shape, data.dtype)
         if out is None:
-            return allocate(shape, data.dtype)
-        check_out(out, shape, data.dtype)
+            out = allocate(out_shape, data.dtype)
+        else:
+            check_out(out, out_shape, data.dtype)
+        rank = len(shape)
+        first = (0, rank - 1, *range(1, rank - 1))  # channels-last -> channels-first, as a view
+        self.again(op, data.transpose(first), args, out.transpose(first), engine)
         return out
-
-    def permuted(self, array: Any, order: Tuple[int, ...]) -> Any:
-        return array.transpose(order)
 
 
 NUMPY = NumPyCalls()

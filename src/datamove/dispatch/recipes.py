@@ -32,6 +32,7 @@ from typing import Any, Callable, Hashable, List, Optional, Tuple
 import numpy as np
 
 from .. import engines
+from ..opset import DEPTH_OPS
 from ..arrays import libraries
 from ..engines import route
 from ..arrays.caches import BoundedCache
@@ -94,12 +95,16 @@ def key(op: str, args: Tuple[Any, ...], data: Any, engine: Any,
         library = libraries.of(data)
     if library is None or library is libraries.NUMPY or type(engine) is not str:
         return None
-    parts = []
-    for arg in args:
-        part = exact(arg)
-        if part is None:
+    if op in DEPTH_OPS:
+        mode, block_size = args
+        if type(mode) is not str or type(block_size) is not int:
             return None
-        parts.append(part)
+        parts: Tuple[Any, ...] = (mode, block_size)
+    else:
+        block_shape, begin, end = args
+        parts = (exact(block_shape), exact(begin), exact(end))
+        if parts[0] is None or parts[1] is None or parts[2] is None:
+            return None
     found = library.key(data)
     return None if found is None else (op, *parts, engine, *found)
 
@@ -146,7 +151,6 @@ class TorchRecipe(ForeignRecipe):
 
     def __init__(self, call: Call, data: Any, engine: str) -> None:
         super().__init__(call, engine)
-        from . import foreign
         from ..pytorch import custom_ops as torch_ops
 
         torch_ops.custom_ops()  # for torch.compile later (see datamove.dispatch.torch_calls.compiled_call)

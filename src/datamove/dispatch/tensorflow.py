@@ -24,12 +24,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Tuple
 
-from .. import opset
 from ..arrays import libraries
 from ..engines import route
 from ..errors import DataMoveError
-from ..rules.params import required
-from .calls import Calls
+from ..opset import DEPTH_OPS
+from .calls import Calls, required, resolve
 
 __all__ = ["TensorFlowCalls", "TENSORFLOW", "as_python"]
 
@@ -48,9 +47,8 @@ class TensorFlowCalls(Calls):
 
         route.route(route.Facts(library.name, check_name(engine), view=False, namespace=False, triton=False,
                                 cuda=False, nbytes=0))  # the TensorFlow row: engine="auto" only
-        spec = opset.OPS[op]
-        required(**spec.kwargs(args))
-        resolved = spec.resolve(_shape(data), *(args if len(args) == 3 else (*args, data_format)))
+        required(op, args)
+        resolved = resolve(op, _shape(data), (*args, data_format) if op in DEPTH_OPS else args)
         out_shape = tuple(d if d is None or isinstance(d, int) else None for d in resolved.public() or ())  # Dim: unknown
         from ..engines import tensorflow_engine
 

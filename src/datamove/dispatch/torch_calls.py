@@ -16,6 +16,7 @@ import sys
 from typing import Any, Hashable, Optional, Tuple
 
 from .. import engines
+from ..opset import DEPTH_OPS
 from ..arrays import libraries
 from ..engines.call import Call
 from ..errors import DataMoveError
@@ -81,7 +82,7 @@ class TracedCalls(TorchCalls):
 
     def run(self, op: str, data: Any, args: Tuple[Any, ...], data_format: Optional[str], out: Any,
             engine: Any) -> Any:
-        if data_format != "channels_first" and len(args) == 2:  # (a depth op: mode, block_size)
+        if data_format != "channels_first" and op in DEPTH_OPS:
             return self.channels_last(op, data, args, data_format, out, engine)
         return compiled_call(op, args, data, out)
 
