@@ -146,7 +146,7 @@ class Calls:
 
     def output(self, data: Any, out: Any, shape: Optional[Tuple[int, ...]]) -> Any:
         """:meth:`channels_last`'s result, channels-last, of ``shape``: ``out``, or a new array; None where the
-        channels-first call's result, permuted back, is the result (here: always)."""
+        channels-first call's result, permuted back, is the result (here: whenever no out is given)."""
         return out
 
     def permuted(self, array: Any, order: Tuple[int, ...]) -> Any:
