@@ -22,12 +22,15 @@ def _chosen(monkeypatch, data):
                 seen.append(type(self))
                 return _run(self, *args, **kwargs)
             monkeypatch.setattr(kind, "run", recorded)
-    dm.space_to_depth(data, "blocks_first", 2, engine="numpy")
+    dispatch.call("space_to_depth", data, ("blocks_first", 2), "channels_first", None, "numpy")
     return seen[0]
 
 
 def test_each_kind_of_array_takes_its_own_steps(monkeypatch):
+    from datamove import ops
+
     x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    assert ops._numpy_run.__self__ is numpy_calls.NUMPY  # (the operations call an exact ndarray's steps straight)
     assert _chosen(monkeypatch, x) is numpy_calls.NumPyCalls
     assert _chosen(monkeypatch, x.tolist()) is numpy_calls.NumPyCalls  # np.asarray's
     assert _chosen(monkeypatch, x.view(type("Sub", (np.ndarray,), {}))) is numpy_calls.NumPyCalls  # a subclass

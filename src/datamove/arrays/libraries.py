@@ -13,8 +13,8 @@ do. Each adapter knows how to
 * check ``out=`` (:meth:`Library.check_out`), copy an input that overlaps it
   (:meth:`Library.unaliased`) and write a result into it (:meth:`Library.write`).
 
-The dispatchers (:mod:`datamove.ops` for NumPy arrays and
-:mod:`datamove.dispatch.foreign` for the others) ask these questions once per call;
+The dispatch (:mod:`datamove.dispatch`: its steps for each kind of array, and
+:func:`datamove.dispatch.foreign.run`) asks these questions once per call;
 engines never do. Adding a library is one subclass and one line of
 :func:`_recognise`.
 

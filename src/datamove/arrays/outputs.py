@@ -1,6 +1,6 @@
 """NumPy outputs: the checks of ``out=``, the result's allocation, and the input copied when it overlaps ``out``.
 
-One place for what every NumPy path needs (:mod:`datamove.ops`, the recipes
+One place for what every NumPy path needs (:mod:`datamove.dispatch.numpy_calls`, the recipes
 of :mod:`datamove.dispatch.recipes`, the zero-copy views of :mod:`datamove.dispatch.foreign`).
 
 >>> import numpy as np
@@ -23,9 +23,24 @@ from typing import Any, Callable, List, Tuple
 import numpy as np
 
 from .caches import renew_lock_after_fork
-from ..errors import DataMoveError
+from ..errors import DataMoveError, number
+from ..rules.dims import INT64_MAX
 
-__all__ = ["check_out", "refuse_masked", "allocate", "unaliased"]
+__all__ = ["check_out", "check_size", "refuse_masked", "allocate", "unaliased"]
+
+
+def check_size(shape: Tuple[int, ...], dtype: Any) -> None:
+    """An output no array can hold is a DataMoveError on every path (NumPy says ValueError, PyTorch RuntimeError).
+
+    >>> check_size((2**40, 2**40), np.dtype(np.float32))
+    Traceback (most recent call last):
+        ...
+    datamove.errors.DataMoveError: the output shape (1099511627776, 1099511627776) of dtype float32 would take 4835703278458516698824704 bytes, more than an array can hold (2**63 - 1)
+    """
+    nbytes = math.prod(shape) * getattr(dtype, "itemsize", 1)
+    if nbytes > INT64_MAX:
+        raise DataMoveError(f"the output shape {shape} of dtype {dtype} would take {number(nbytes)} bytes, "
+                            "more than an array can hold (2**63 - 1)")
 
 
 def refuse_masked(value: Any, name: str) -> None:

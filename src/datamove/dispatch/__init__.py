@@ -25,7 +25,7 @@ from .numpy_calls import NUMPY
 from .tensorflow import TENSORFLOW
 from .torch_calls import TORCH, TRACED
 
-__all__ = ["call", "compiling", "BY_LIBRARY"]
+__all__ = ["call", "compiling", "BY_LIBRARY", "NUMPY"]
 
 #: Every library's steps, by its adapter (None: not an array of any library, which ``np.asarray`` converts).
 BY_LIBRARY: Dict[Optional[libraries.Library], Calls] = {

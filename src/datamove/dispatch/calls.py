@@ -22,19 +22,18 @@ array([[0, 2],
 
 from __future__ import annotations
 
-import math
-from typing import Any, Hashable, Optional, Tuple, cast
+from typing import Any, Callable, Hashable, Optional, Tuple, cast
 
 from .. import engines, opset
 from ..opset import DEPTH_OPS
 from ..arrays import libraries
 from ..engines.call import Call
-from ..errors import DataMoveError, brief, number
+from ..arrays.outputs import check_size
+from ..errors import brief
 from ..rules import params, shapes
-from ..rules.dims import INT64_MAX
 from . import recipes
 
-__all__ = ["Calls", "check_size", "required", "resolve", "static"]
+__all__ = ["Calls", "required", "resolve", "static"]
 
 #: The recipes, by key (:mod:`datamove.dispatch.recipes`).
 RECIPES = recipes.RECIPES
@@ -42,14 +41,6 @@ RECIPES = recipes.RECIPES
 #: ``opset.Op.resolve`` does: a test may put another there).
 NAMES = {name: op.params for name, op in opset.OPS.items()}
 RULES = {name: f"resolve_{name}" for name in opset.OPS}
-
-
-def check_size(shape: Tuple[int, ...], dtype: Any) -> None:
-    """An output no array can hold is a DataMoveError on every path (NumPy says ValueError, PyTorch RuntimeError)."""
-    nbytes = math.prod(shape) * getattr(dtype, "itemsize", 1)
-    if nbytes > INT64_MAX:
-        raise DataMoveError(f"the output shape {shape} of dtype {dtype} would take {number(nbytes)} bytes, "
-                            "more than an array can hold (2**63 - 1)")
 
 
 def required(op: str, args: Tuple[Any, ...]) -> None:
@@ -94,9 +85,10 @@ class Calls:
         library's own repeats where it has any (NumPy's: the core's)."""
         return self.run(op, data, args, "channels_first", out, engine)
 
-    def key(self, op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
-        """The recipe key of the call (:func:`datamove.dispatch.recipes.key`), or None when it cannot use one."""
-        return recipes.key(op, args, data, engine, libraries.of(data))
+    #: ``key(op, args, data, engine)``: the recipe key of the call (:func:`datamove.dispatch.recipes.key`, the
+    #: array's adapter asked: ``libraries.of(data)``), or None when it cannot use one. (The function itself, not
+    #: a method that calls it: a frame less on a small call.)
+    key: Callable[..., Optional[Hashable]] = staticmethod(recipes.key)
 
     def array(self, data: Any) -> Any:
         """``data`` as the array the rules and the engines take, or a TypeError/DataMoveError saying why not."""

@@ -1,7 +1,7 @@
 """Arrays of every library: recognise them, pick the path, give the result back in their kind.
 
-``datamove.ops`` validates from ``data.shape`` alone, then hands any array
-that is not a NumPy array to :func:`run`, the dispatcher of every library:
+The dispatch's steps (:class:`datamove.dispatch.calls.Calls`) validate from ``data.shape``
+alone, then a recipe hands any array that is not a NumPy array to :func:`run`, the dispatcher of every library:
 it checks ``out=`` and copies an input that overlaps it through the array's
 adapter (:mod:`datamove.arrays.libraries`), asks the route table
 (:mod:`datamove.engines.route`) for the path, and runs the engine
@@ -47,8 +47,8 @@ __all__ = ["run"]
 
 
 def run(call: Call, data: Any, out: Any, engine: str) -> Any:
-    """Run validated ``call`` on ``data``, an array of any library but NumPy; ``datamove.ops`` and the
-    recipes call this.
+    """Run validated ``call`` on ``data``, an array of any library but NumPy; the recipes call
+    this.
 
     ``out`` is checked, and ``data`` copied where it overlaps ``out``, here and
     only here; then the route table picks the engine.

@@ -23,14 +23,14 @@ import numpy as np
 
 from .. import engines
 from ..opset import DEPTH_OPS
-from ..arrays.outputs import LINE_FROM, allocate, check_out, refuse_masked
+from ..arrays.outputs import LINE_FROM, allocate, check_out, check_size, refuse_masked
 from ..engines import route
 from ..engines.call import Call
 from ..engines.native import engine as native_engine
 from ..errors import brief
 from ..rules import params, shapes
 from . import recipes
-from .calls import RECIPES, Calls, check_size, required, resolve, static
+from .calls import RECIPES, Calls, required, resolve, static
 
 __all__ = ["NumPyCalls", "NUMPY", "SEEN"]
 
@@ -103,36 +103,35 @@ class NumPyCalls(Calls):
         if data_format != "channels_first" and op in DEPTH_OPS:
             return self.channels_last(op, data, args, data_format, out, engine)
         recipe_key: Optional[Hashable] = None
-        if type(data) is np.ndarray and type(engine) is str:  # key's, inline (a call less)
-            if op in DEPTH_OPS:
-                mode, block_size = args
-                if type(mode) is str and type(block_size) is int:
-                    recipe_key = (op, mode, block_size, engine, data.shape, data.strides, data.dtype)
-            else:
-                recipe_key = self.key(op, args, data, engine)
+        if op in DEPTH_OPS:
+            a, b, c = *args, "channels_first"
+            if type(data) is np.ndarray and type(a) is str and type(b) is int and type(engine) is str:
+                recipe_key = (op, a, b, engine, data.shape, data.strides, data.dtype)  # key's, inline (a call less)
+        else:
+            a, b, c = args
+            recipe_key = self.key(op, args, data, engine)
         recipe = RECIPES.get(recipe_key)
         if recipe is not None:
             return recipe(data, out)
         if recipe_key is not None:  # (an exact ndarray: key's door)
-            done = self.first(op, recipe_key, data, args, engine, out)
+            done = self.first(op, recipe_key, data, a, b, c, engine, out)
             if done is not None:
                 return done
         return self.fresh(op, data, args, out, engine, recipe_key)
 
-    def first(self, op: str, recipe_key: Hashable, data: np.ndarray, args: Tuple[Any, ...], engine: Any,
+    def first(self, op: str, recipe_key: Hashable, data: np.ndarray, a: Any, b: Any, c: Any, engine: Any,
               out: Any) -> Any:
         """An exact ndarray's first call of a layout (depth ops channels first), into a new array or an ``out=``
-        ndarray: the rules' straight path (:func:`datamove.rules.shapes.static_depth_shape`,
+        ndarray (``a, b, c``: ``mode, block_size, "channels_first"`` or ``block_shape, begin, end``): the rules' straight path (:func:`datamove.rules.shapes.static_depth_shape`,
         :func:`~datamove.rules.shapes.static_space_shape`) and the core in one call, its program kept there,
         nothing else made (:meth:`made` makes a ``Resolved``, a ``Call`` and a recipe); None, nothing done, for
-        any call that path does not take, which :meth:`~datamove.dispatch.calls.Calls.fresh` then validates and runs. An ``out=`` is checked
-        here as :meth:`made` checks it; one that shares memory with ``data`` is :meth:`made`'s (which copies
-        ``data`` first)."""
+        any call that path does not take, which :meth:`~datamove.dispatch.calls.Calls.fresh` then validates
+        and runs. An ``out=`` is checked here as :meth:`made` checks it; one that shares memory with ``data``
+        is :meth:`made`'s (which copies ``data`` first)."""
         core = native_engine._native  # (the one native_engine runs: a test may put a recording or another level's)
         if core is None or not route.first_on_core(engine, out is None or type(out) is np.ndarray):
             return None
         depth = op in DEPTH_OPS
-        a, b, c = (*args, "channels_first") if depth else args
         out_shape = (shapes.static_depth_shape(op == "space_to_depth", data.shape, a, b) if depth
                      else shapes.static_space_shape(op, data.shape, a, b, c))
         if out_shape is None:
@@ -162,7 +161,8 @@ class NumPyCalls(Calls):
         """As :meth:`Calls.made`; but the first time an exact ndarray's key is seen, planned and run by the
         compiled core in one call, the recipe left to the key's next."""
         seen = recipe_key is not None and SEEN.pop(recipe_key, False)
-        if not seen and route.first_on_core(engine, type(data) is np.ndarray and (out is None or type(out) is np.ndarray)):
+        ndarrays = type(data) is np.ndarray and (out is None or type(out) is np.ndarray)
+        if not seen and route.first_on_core(engine, ndarrays):
             if out is not None:
                 check_out(out, call.out_shape, data.dtype)
             done = native_engine.first_call(call, data, out)

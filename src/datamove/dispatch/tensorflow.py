@@ -1,6 +1,6 @@
 """The operations on TensorFlow tensors: the same rules, then TensorFlow's own ops.
 
-:mod:`datamove.ops` hands a ``tf.Tensor`` or ``tf.Variable`` here (eager,
+:func:`datamove.dispatch.call` hands a ``tf.Tensor`` or ``tf.Variable`` here (eager,
 or symbolic inside ``tf.function``). Its shape, with ``None`` for the dims a
 traced graph does not know, goes through the same rules as any array's
 (:mod:`datamove.shapes`), so a rule broken by known sizes is a

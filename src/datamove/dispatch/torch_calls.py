@@ -18,10 +18,11 @@ from typing import Any, Hashable, Optional, Tuple
 from .. import engines
 from ..opset import DEPTH_OPS
 from ..arrays import libraries
+from ..arrays.outputs import check_size
 from ..engines.call import Call
 from ..errors import DataMoveError
 from . import recipes
-from .calls import Calls, check_size
+from .calls import Calls
 
 __all__ = ["TorchCalls", "TracedCalls", "TORCH", "TRACED", "compiled_call"]
 
@@ -59,7 +60,7 @@ class TorchCalls(Calls):
     channels-last results allocated as ``torch.empty`` (where autograd records nothing)."""
 
     def key(self, op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
-        return recipes.key(op, args, data, engine, libraries.TORCH)
+        return recipes.key(op, args, data, engine, libraries.TORCH)  # (the adapter known: not asked again)
 
     def made(self, recipe_key: Optional[Hashable], call: Call, data: Any, out: Any, engine: Any) -> Any:
         return recipes.kept(recipe_key, recipes.TorchRecipe(call, data, engines.check_name(engine)))(data, out)

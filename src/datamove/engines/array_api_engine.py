@@ -19,7 +19,7 @@ name and its resolved parameters and returns a new array::
 
 ``op`` is one of the four names, ``params`` the normalised dict of
 ``datamove.rules.shapes.resolve_*(...).params`` (Python ints and strings), ``data``
-an already validated array. ``datamove.ops`` calls it for every array that is
+an already validated array. The dispatch calls it for every array that is
 not a NumPy array (through :mod:`datamove.dispatch.foreign`) and for NumPy arrays with
 ``engine="array_api"``, through the engines' protocol ``run(call, data, out)``.
 

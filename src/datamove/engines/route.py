@@ -190,7 +190,7 @@ def repeats_on_core(facts: Facts) -> bool:
 
 def first_on_core(engine: object, ndarrays: bool) -> bool:
     """Whether a NumPy call's first call of a layout goes to the compiled core in one C call, planned, lowered
-    and run there, with no recipe made (``datamove.ops``: the key's next call makes it, where the core does not
+    and run there, with no recipe made (``datamove.dispatch.numpy_calls``: the key's next call makes it, where the core does not
     repeat it): with ``engine`` "auto" or "native", where data and any ``out=`` are exact ndarrays
     (``ndarrays``; subclasses keep their own semantics, and the core reads only ndarrays), at every size: a new
     small shape's first call is then 7 us against the idiom's 4 (SpaceToDepth, 60 shapes; the recipe's way
