@@ -95,7 +95,6 @@ class NumPyCalls(Calls):
         except Exception as exc:
             raise TypeError(f"data must be an array, could not convert {type(data).__name__}: {exc}") from None
 
-
     def run(self, op: str, data: Any, args: Tuple[Any, ...], data_format: Optional[str], out: Any,
             engine: Any) -> Any:
         # Calls.run's steps, and a layout's first call on the core (first), in one frame: a new small shape's
@@ -122,7 +121,8 @@ class NumPyCalls(Calls):
     def first(self, op: str, recipe_key: Hashable, data: np.ndarray, a: Any, b: Any, c: Any, engine: Any,
               out: Any) -> Any:
         """An exact ndarray's first call of a layout (depth ops channels first), into a new array or an ``out=``
-        ndarray (``a, b, c``: ``mode, block_size, "channels_first"`` or ``block_shape, begin, end``): the rules' straight path (:func:`datamove.rules.shapes.static_depth_shape`,
+        ndarray (``a, b, c``: ``mode, block_size, "channels_first"`` or ``block_shape, begin, end``): the
+        rules' straight path (:func:`datamove.rules.shapes.static_depth_shape`,
         :func:`~datamove.rules.shapes.static_space_shape`) and the core in one call, its program kept there,
         nothing else made (:meth:`made` makes a ``Resolved``, a ``Call`` and a recipe); None, nothing done, for
         any call that path does not take, which :meth:`~datamove.dispatch.calls.Calls.fresh` then validates
