@@ -17,8 +17,6 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, Optional, Tuple
 
-import numpy as np
-
 from ..arrays import libraries
 from .calls import Calls
 from .numpy_calls import NUMPY
@@ -46,10 +44,7 @@ def call(op: str, data: Any, args: Tuple[Any, ...], data_format: Optional[str], 
     """``op`` (one of the four names) with its parameters ``args`` in call order on ``data``; ``data_format``:
     None for the space ops. :mod:`datamove.ops` calls this where the core's or a tensor's recipe's own
     repeat did not take the call."""
-    if type(data) is np.ndarray:
-        steps: Calls = NUMPY
-    elif compiling(data):  # (asked first: Dynamo cannot trace the adapters' cache)
-        steps = TRACED
-    else:
-        steps = BY_LIBRARY.get(libraries.of(data), _ANY)
+    # (an exact ndarray's calls go from datamove.ops to NumPyCalls.run straight; here it finds NUMPY by its
+    # adapter. compiling is asked first: Dynamo cannot trace the adapters' cache.)
+    steps = TRACED if compiling(data) else BY_LIBRARY.get(libraries.of(data), _ANY)
     return steps.run(op, data, args, data_format, out, engine)

@@ -28,9 +28,9 @@ from ..engines import route
 from ..engines.call import Call
 from ..engines.native import engine as native_engine
 from ..errors import brief
-from ..rules import params, shapes
+from ..rules import shapes
 from . import recipes
-from .calls import RECIPES, Calls, required, resolve, static
+from .calls import RECIPES, Calls
 
 __all__ = ["NumPyCalls", "NUMPY", "SEEN"]
 
@@ -56,7 +56,8 @@ def _seen(recipe_key: Optional[Hashable]) -> None:
 
 class NumPyCalls(Calls):
     """:class:`~datamove.dispatch.calls.Calls` for NumPy arrays: keys built inline, the core's first calls,
-    arrays converted by ``np.asarray``, channels-last results allocated here."""
+    arrays converted by ``np.asarray``, channels-last results allocated (:meth:`output`) and viewed by
+    ``transpose``."""
 
     def key(self, op: str, args: Tuple[Any, ...], data: Any, engine: Any) -> Optional[Hashable]:
         # (recipes.key's with libraries.NUMPY.key's fields, inline: one call less on a call of a few us;
@@ -176,24 +177,17 @@ class NumPyCalls(Calls):
             recipe.called = True  # (its first call was the core's: a recipe that moves to the core does so now)
         return recipe(data, out)
 
-    def channels_last(self, op: str, data: Any, args: Tuple[Any, ...], data_format: Any, out: Any,
-                      engine: Any) -> Any:
-        # Calls.channels_last's steps, in one frame: a small call's repeat spends most of its time here
-        if params.data_format_arg(data_format) == "channels_first":
-            return self.again(op, data, args, out, engine)
-        data = self.array(data)
-        required(op, args)
-        shape = data.shape
-        out_shape = static(resolve(op, shape, (*args, "channels_last")))
-        check_size(out_shape, data.dtype)
+    last_array = array
+
+    def output(self, data: Any, out: Any, shape: Optional[Tuple[int, ...]]) -> Any:
+        assert shape is not None
+        check_size(shape, data.dtype)
         if out is None:
-            out = allocate(out_shape, data.dtype)
-        else:
-            check_out(out, out_shape, data.dtype)
-        rank = len(shape)
-        first = (0, rank - 1, *range(1, rank - 1))  # channels-last -> channels-first, as a view
-        self.again(op, data.transpose(first), args, out.transpose(first), engine)
+            return allocate(shape, data.dtype)
+        check_out(out, shape, data.dtype)
         return out
 
+    def permuted(self, array: Any, order: Tuple[int, ...]) -> Any:
+        return array.transpose(order)
 
 NUMPY = NumPyCalls()
