@@ -2020,11 +2020,14 @@ def test_pixels_of_a_few_channels_are_transposed_in_registers(word, block, n, th
 
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("channels, mode, width", [(16, "depth_first", 40), (16, "blocks_first", 40), (32, "blocks_first", 40),
-                                                   (16, "depth_first", 3), (16, "blocks_first", 5), (8, "blocks_first", 33)])
+                                                   (16, "depth_first", 3), (16, "blocks_first", 5), (8, "blocks_first", 33),
+                                                   (8, "depth_first", 40), (8, "depth_first", 9), (8, "depth_first", 31)])
 def test_pixels_of_few_channels_stream_whole_lines_at_any_offset(streaming, threads, channels, mode, width):
     """Channels-last DepthToSpace into 2 to 8 float32 channels, streamed: its small pixels' tiles
     (scatter_run_lines, and stream_small_chunks for runs of 16- and 32-byte rows) store whole lines,
-    shifted where no tile starts a line, the first and last partial lines plainly. Bit for bit the spec's
+    shifted where no tile starts a line, the first and last partial lines plainly; or, where the tiles start on
+    lines, the partial lines that one row ends and the next starts in joined through the carry (8 channels
+    depth_first: 16-byte tiles). Bit for bit the spec's
     result and nothing outside it at every 4-byte offset into a line (NumPy's own are 16 bytes in), rows
     long and short (3 pixels: tile by tile), cut among threads anywhere."""
     rng = np.random.default_rng(channels + width)
