@@ -1657,13 +1657,13 @@ inline bool scatter_direct(const char* const* in, char* out, int64_t t0, int64_t
         auto in_carry = [&](uintptr_t line) { return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(carry->buf) + at - line); };
         if (carry && first != last) {
             const int64_t lead = at + t0 * W - first, tail = at + t1 * W - last;  // bytes
-            if (lead) {  // the line the row starts in: with the rest the carry holds, or streamed as it is
+            if (lead) {  // the line the row starts in: with the rest the carry holds, or stored plainly
                 h = t0 + (kLine - lead) / W;
                 if (carry->goes_on(out + t0 * W)) {
                     scatter_span<W, B, false>(in, in_carry(first), t0, h);
                     carry->stream_whole();
-                } else {
-                    scatter_span<W, B, true>(in, out, t0, h);
+                } else {  // (plainly, as Carry::flush stores a line no row went on to)
+                    scatter_span<W, B, false>(in, out, t0, h);
                 }
             }
             if (tail) {  // the line the row ends in, held
