@@ -260,9 +260,9 @@ def test_split_cuts_a_nest_into_steps_that_copy_the_same_words(pattern, outer, t
 def test_register_streams_take_16_byte_scatters_and_a_few_staged_steps(block):
     """Below the last-level cache's size (stream mode 1) a program streams where its steps stream from
     registers, scatters of 16-byte words (pixels of 4 float32 channels) in blocks of 2 or 4 included, or
-    stage whole rows of 240 bytes and more (a 3 x 3 block's scatter, rows of 178 pixels), and its other
-    steps (a crop's edge pixels) hold at most an eighth of its output: channels-last BatchToSpace with
-    crops. Bit for bit."""
+    stage whole rows of 240 bytes and more (a 3 x 3 block's, rows of 178 pixels): channels-last
+    BatchToSpace with crops, whose pixels are its scatter windows' words (the crop's edge pixels in the
+    window's pass). Bit for bit."""
     core = native_engine.core()
     nchw = np.random.default_rng(block).random((block * block * 2, 4, 60, 60)).astype(np.float32)
     data = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)  # channels-last
@@ -273,8 +273,7 @@ def test_register_streams_take_16_byte_scatters_and_a_few_staged_steps(block):
     program = lowering.program(plan, data, out, stream=1)
     steps = _steps(program)
     bulk = max(steps, key=lambda step: np.prod([l[0] for l in step[3]]))
-    assert bulk[:3] == (lowering._PATTERNS["scatter"], 16, block), bulk
-    assert len(steps) > 1  # the edge pixels, steps of their own
+    assert bulk[:3] == (lowering._PATTERNS["scatter_window"], 16, block), bulk
     addresses = (strided._address(data), strided._address(out))
     assert core.streams(program, addresses[1], True)
     with _threads(2):
@@ -1355,8 +1354,8 @@ def test_no_read_past_the_input():
 
 
 def test_windows_of_pixels_only_where_the_core_takes_them():
-    """Pixels of 2 to 128 bytes lower to windows in SpaceToBatch only; pixels over 128 bytes or not a power
-    of two, and BatchToSpace's scatter windows of pixels, lower to None (the copies then run)."""
+    """Pixels of 2 to 128 bytes lower to windows in SpaceToBatch, of 2 to 16 bytes in BatchToSpace; pixels
+    over that or not a power of two lower to None (the copies then run)."""
     from lowering.strided import lower_window
 
     def nest(op, shape, channels, dtype=np.float32):
@@ -1374,7 +1373,10 @@ def test_windows_of_pixels_only_where_the_core_takes_them():
     assert all(n is None for n in nest("space_to_batch", (1, 6, 6), 64))  # 256 bytes
     assert all(n is None for n in nest("space_to_batch", (1, 6, 6), 12))  # 48 bytes
     assert all(n is None for n in nest("space_to_batch", (1, 6, 6), 3))  # 12 bytes
-    assert all(n is None for n in nest("batch_to_space", (4, 4, 4), 4))  # a scatter window of 16-byte pixels
+    assert all(n is not None and n.word == 16 for n in nest("batch_to_space", (4, 4, 4), 4))  # 16-byte pixels
+    assert all(n is not None and n.word == 8 for n in nest("batch_to_space", (4, 4, 4), 2))
+    assert all(n is None for n in nest("batch_to_space", (4, 4, 4), 8))  # 32 bytes: the copies
+    assert all(n is None for n in nest("batch_to_space", (4, 4, 4), 3))  # 12 bytes
     assert all(n is not None and n.word == 4 for n in nest("batch_to_space", (4, 4, 4), 1))  # one item: as NCHW
 
 
@@ -2215,6 +2217,34 @@ def test_plain_scatter_windows_every_crop(dtype, block):
                 args = ((1, 1, 2, block), (0, 0, 1, begin), (0, 0, 0, end))
                 _check_at_offsets(lambda out: dm.batch_to_space(data, *args, out=out, engine="native"),
                                   ref.batch_to_space(data, *args), (0, 4 + 8 * (begin % 2)), (width, begin, end))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype, channels", [(np.float32, 4), (np.float64, 2), (np.uint8, 16), (np.float32, 2),
+                                             (np.int16, 4), (np.uint8, 8), (np.float32, 1)])
+def test_pixel_scatter_windows_every_crop(monkeypatch, dtype, channels, threads, stream):
+    """Channels-last BatchToSpace with crops on W: a pixel of up to 16 bytes is a scatter window's word
+    (its crop's edge pixels in the copy's pass, not steps of their own), and 16-byte pixels stream from
+    registers: with AVX-512F two lines at a time (pixel_lines), with AVX2 two pixels a store (pixel_pairs).
+    Rows of 1-300 blocks, every crop of up to a block and a pixel at either end, streamed and not, cut
+    among threads anywhere, at every 16-byte offset into a line and off 16 bytes: bit for bit the spec's
+    result, nothing outside it."""
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 0 if stream else 1 << 62)
+    rng = np.random.default_rng(channels)
+    with _threads(threads):
+        # (8 x 300: too large for a table of units, which takes the smaller images of 4- and 8-byte items)
+        for height, width in ((3, 1), (3, 3), (3, 6), (3, 7), (3, 13), (3, 40), (8, 300)):
+            data = random_array((4, height, width, channels), np.dtype(dtype), rng).transpose(0, 3, 1, 2)
+            for begin, end in ((0, 0), (1, 0), (0, 1), (1, 1), (2, 3), (3, 2)):
+                if begin + end >= 2 * width:
+                    continue
+                args = ((1, 1, 2, 2), (0, 0, 1, begin), (0, 0, 0, end))
+                nhwc = np.ascontiguousarray(ref.batch_to_space(data, *args).transpose(0, 2, 3, 1))
+                for offset, out, written_outside in _outs_at_offsets(nhwc, (0, 16, 32, 48, 8)):
+                    dm.batch_to_space(data, *args, out=out.transpose(0, 3, 1, 2), engine="native")
+                    assert same_bits(out, nhwc), (width, begin, end, offset)
+                    assert not written_outside(), (width, begin, end, offset)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int16])

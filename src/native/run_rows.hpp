@@ -30,7 +30,7 @@ inline void scatter_window(const T* src, T* dst, int64_t a, int64_t b, const Ste
     const int64_t size = B ? B : st.l1.n, n0 = st.l0.n, s1 = st.l1.s, s0 = st.l0.s, lo = st.lo, hi = st.hi;
     const int64_t first = st.first, last = st.last;
     if (!NT || !B || s0 != 1) return scatter_window_part<T, B>(src, dst, a, b, s1, s0, size, 0, n0, first, last, lo, hi);
-    if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 8 || (sizeof(T) == 16 && B == 2)) {
         const char* in[B ? B : 1];
         for (int64_t j = 0; j < B; ++j) in[j] = reinterpret_cast<const char*>(src + a + j * s1);
         // Input rows of 1 KiB or more that go on where a later tile reads (BatchToSpace: each image row by

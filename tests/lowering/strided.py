@@ -284,16 +284,20 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
 
     They take it when each position ``t`` of the window is one word on the
     space side, the word at ``start + t``: an item of 1, 2, 4, 8 or 16 bytes
-    where the window axis is contiguous, or, in SpaceToBatch's gather windows,
-    a pixel of 2 to 128 bytes (a power of two) where the items after it are
-    (channels-last data: the loops contiguous on both sides merge into the
-    item). Words are aligned to their size, up to 16 bytes. Pixels write the
+    where the window axis is contiguous, or a pixel of 2 to 128 bytes (a power
+    of two; up to 16 in BatchToSpace's scatter windows) where the items after
+    it are (channels-last data: the loops contiguous on both sides merge into
+    the item). Words are aligned to their size, up to 16 bytes. Pixels write the
     padding in the copy's pass: TensorFlow's NHWC, 8 float32 channels, 64 MiB,
     1.14-1.26x the copy floor -> 1.06-1.09x; 2 channels, block 4, 1.80x ->
     0.85x (2-core Intel Xeon, same process, in turns); 64- and 128-byte pixels
     (16 and 32 float32 channels), 62 x 62 to 189 x 189 images, whose edge pixels
     were steps of their own: 1.13-1.32x -> 1.04-1.10x. BatchToSpace's scatter
-    windows keep items: in pixels, 5-D channels-last went 1.18x -> 1.34x.
+    windows of pixels write a crop's edge pixels in the copy's pass too: 5-D
+    channels-last, 4 float32 channels, 64 MiB, 1.14-1.21x -> 0.96-0.98x with
+    16-byte words streamed from registers (scatter_pixel_span); through the L1
+    buffer, as when first tried, 1.18x -> 1.34x. Stored plainly (16 MiB, 2 to 16
+    channels), within 2% of the edge pixels as steps of their own.
 
     >>> from datamove.plans import views as plans
     >>> x = np.zeros((1, 6, 6, 8), np.float32)   # TensorFlow's NHWC: each position a pixel of 32 bytes
@@ -313,10 +317,10 @@ def lower_window(src_array: np.ndarray[Any, Any], dst_array: np.ndarray[Any, Any
     unit = [l for l in rest if l[1] == 1 and l[2] == 1]  # the item and the items that go on from it on both sides
     word = unit[0][0] if unit else 1
     side = 1 if window.space == "src" else 2  # the space side: contiguous along the window
-    # scatter windows take items of up to 16 bytes (the core's kernels for 32- to 128-byte words are gather
+    # scatter windows take words of up to 16 bytes (the core's kernels for 32- to 128-byte words are gather
     # windows' only: an item of complex256 or a 32-byte structure goes to the copies' nests)
     if word & (word - 1) or not 1 <= word <= core_format.MAX_WINDOW_WORD or offsets[side] != word or (
-            window.space != "src" and (word != itemsize or word > core_format.MAX_WORD)):
+            window.space != "src" and word > core_format.MAX_WORD):
         return None
     rest = [l for l in rest if l not in unit]
     if addresses is None:

@@ -431,7 +431,7 @@ struct Lowering {
             }
         const int side = window.space == 0 ? 1 : 2;
         if (!step_word(word, GATHER_WINDOW) || offsets.at(side) != word ||
-            (window.space != 0 && (word != data.itemsize || word > kMaxWord)))
+            (window.space != 0 && word > kMaxWord))
             return false;
         Loops words;
         uint64_t bits = uint64_t(src_start) | uint64_t(dst_start);

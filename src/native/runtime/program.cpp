@@ -160,8 +160,9 @@ inline double lone_partial_lines(const Step& st, const char* dst) {
 // Whether a step streams straight from registers, no L1 buffer in between: copies and fills, scatters of
 // 4- and 8-byte words in blocks of 2 or 4 (scatter_direct), gathers that gather_lines or
 // gather_narrow_lines take. Scatters of 16-byte words (pixels of 4 float32 channels) in blocks of 2 or 4
-// go through the L1 buffer but stream as well (channels-last BatchToSpace, 64 MiB, same process, in
-// turns: 1.05-1.12x plain -> 0.75-1.00x streamed).
+// stream as well, from registers in blocks of 2 where the CPU has AVX2 (scatter_pixel_span), else through
+// the L1 buffer (channels-last BatchToSpace, 64 MiB, same process, in turns, all through the buffer:
+// 1.05-1.12x plain -> 0.75-1.00x streamed).
 inline bool from_registers(const Step& st) {
     if (st.pattern == CONTIGUOUS || st.pattern == FILL || table_of(st, nullptr)) return true;  // (table_lines)
     if (kIsa < IsaAvx512f && runs_of_windows(st) && st.word >= 16) return true;  // (gather_pixels)
