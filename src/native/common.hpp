@@ -371,11 +371,12 @@ struct Carry {
     char* line = nullptr;  // the line held (on 64 bytes), or none
     int64_t to = 0;        // its bytes [0, to) are held
     // The held bytes stored plainly: the rest of their line comes from another row, at another time (a
-    // crop's edge pixels, stored plainly by steps of their own), and a partial line streamed costs a
-    // partial write to memory, stored plainly a read of the line. Channels-last 5-D BatchToSpace with
-    // crops, 64 MiB, its rows' ends so stored, and so the line a row starts in where it does not go on
-    // from the held one (put_joined): 1.36x -> 1.26x the copy floor (2-core Intel Xeon, same process, in
-    // turns); the suite's other programs that hold lines within +-0.03.
+    // step of its own, as a crop's edge pixels were before BatchToSpace's scatter windows took pixels),
+    // and a partial line streamed costs a partial write to memory, stored plainly a read of the line.
+    // Channels-last 5-D BatchToSpace with crops, then so, 64 MiB, its rows' ends so stored, and so the
+    // line a row starts in where it does not go on from the held one (put_joined): 1.36x -> 1.26x the
+    // copy floor (2-core Intel Xeon, same process, in turns); the suite's other programs that hold lines
+    // within +-0.03.
     void flush() {
         if (!line) return;
         std::memcpy(line, buf, to);
