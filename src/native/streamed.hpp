@@ -662,10 +662,12 @@ constexpr int64_t kPixelChunkVectors = 32;
 // in L1. Positions and tiles as in gather_lines (runs of tiles, Steps, a side loop). Through the L1
 // buffer, a word at a time, they took (64-128 MiB into NumPy's out=, same process, in turns) 1.02-1.04x
 // the copy floor with 32 float32 channels, 1.02-1.03x with TensorFlow's 8; this way 0.77-0.81x, 0.89-0.98x.
-// Pixels of 64 bytes and more ask for every row's lines ahead: a block's rows read different pixels (row
-// j the pixels t * B + j), whose inner lines no other row reads. Row 0's alone before: [16,32,254,254]
-// with pads, 128 MiB, 2-core Intel Xeon, same process, in turns, 1.16x -> 1.03x the copy floor; 16
-// float64 channels 1.18x -> 1.03x, 32 float32 with a 3 x 3 block 1.21x -> 1.09x, 16 float32 1.19x -> 1.15x.
+// Every row asks for its own lines ahead (but a 2 x 2 block's second row of 32-byte pixels, whose lines
+// the first row's are): a block's rows read different pixels (row j the pixels t * B + j), whose lines no
+// other row reads. Row 0's alone before: [16,32,254,254] with pads, 128 MiB, 2-core Intel Xeon, same
+// process, in turns, 1.16x -> 1.03x the copy floor; 16 float64 channels 1.18x -> 1.03x, 32 float32 with a
+// 3 x 3 block 1.21x -> 1.09x, 16 float32 1.19x -> 1.15x; 8 float32 channels (32-byte pixels), 64 MiB,
+// a 3 x 3 block 1.46-1.50x -> 1.35x, 4 x 4 1.42-1.43x -> 1.41x.
 template <int W, int B>
 __attribute__((target("avx512f"))) DM_NOINLINE void gather_pixel_lines(const char* src, char* dst, const int64_t* at, int64_t n,
                                                                        int64_t runs, Steps step, Loop side, Bounds w) {
@@ -733,7 +735,7 @@ __attribute__((target("avx512f"))) DM_NOINLINE void gather_pixel_lines(const cha
                 if constexpr (W == 32) {
                     const char* a = next();
                     const char* b = next();
-                    if (j == 0 && a) _mm_prefetch(a + kLinesAhead, _MM_HINT_T0);
+                    if ((j == 0 || B > 2) && a) _mm_prefetch(a + kLinesAhead, _MM_HINT_T0);  // (B 2: row 0's lines are row 1's)
                     v[0] = pixel_pair(a, b);
                 } else {
                     const char* a = next();
