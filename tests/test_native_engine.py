@@ -2226,7 +2226,7 @@ def test_plain_scatter_windows_every_crop(dtype, block):
 def test_pixel_scatter_windows_every_crop(monkeypatch, dtype, channels, threads, stream):
     """Channels-last BatchToSpace with crops on W: a pixel of up to 16 bytes is a scatter window's word
     (its crop's edge pixels in the copy's pass, not steps of their own), and 16-byte pixels stream from
-    registers: with AVX-512F two lines at a time (pixel_lines), with AVX2 two pixels a store (pixel_pairs).
+    registers: with AVX-512F two lines at a time (scatter2_lines), with AVX2 two pixels a store (pixel_pairs).
     Rows of 1-300 blocks, every crop of up to a block and a pixel at either end, streamed and not, cut
     among threads anywhere, at every 16-byte offset into a line and off 16 bytes: bit for bit the spec's
     result, nothing outside it."""

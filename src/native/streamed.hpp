@@ -1551,7 +1551,7 @@ inline void interleave16(const char* const* in, int64_t at, __m128i* o) {
 // With a Carry, the partial lines at the row's ends join the thread's tiles before and after it: the
 // line it starts in goes out whole where the carry holds the rest of it, and the line it ends in is held.
 #if DM_HAVE_AVX512
-// Blocks [i, ...) of a streamed SCATTER<2> row of W-byte words (4 or 8), `out + i * 2 * W` on a line, two
+// Blocks [i, ...) of a streamed SCATTER<2> row of W-byte words (4, 8 or 16), `out + i * 2 * W` on a line, two
 // lines at a time while whole ones are left before block `end`: 64 bytes of each input row interleaved by
 // two permutes and streamed as two 64-byte stores. Returns the first block not written. Against 16-byte
 // unpacks and stores (2-core Intel Xeon, same process, in turns): DepthToSpace float32 128 MiB 0.80x ->
@@ -1560,8 +1560,12 @@ inline void interleave16(const char* const* in, int64_t at, __m128i* o) {
 template <int W>
 __attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter2_lines(const char* const in[2], char* out, int64_t i, int64_t end) {
     constexpr int64_t P = 64 / W;  // blocks of two lines
-    const __m512i lo = W == 4 ? _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0) : _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
-    const __m512i hi = W == 4 ? _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8) : _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    const __m512i lo = W == 4   ? _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
+                       : W == 8 ? _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0)
+                                : _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);  // (16-byte words: pairs of 64-bit lanes)
+    const __m512i hi = W == 4   ? _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8)
+                       : W == 8 ? _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4)
+                                : _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
     for (; i + P <= end; i += P) {
         const __m512i x = _mm512_loadu_si512(in[0] + i * W), y = _mm512_loadu_si512(in[1] + i * W);
         __m512i* o = reinterpret_cast<__m512i*>(out + i * 2 * W);
@@ -1574,6 +1578,17 @@ __attribute__((target("avx512f"))) DM_NOINLINE int64_t scatter2_lines(const char
         }
     }
     return i;
+}
+#endif
+
+#if DM_HAVE_AVX512
+// scatter2_lines from position t of a SCATTER<2> row on (out + t * W on a line), t odd or even: positions t + 2m
+// and t + 2m + 1 are block m of the two rows shifted to start at t's word and the next position's. Returns the
+// positions written (scatter_odd_span: 4-byte words a word off their blocks; scatter_pixel_span).
+template <int W>
+__attribute__((always_inline)) inline int64_t scatter2_lines_from(const char* const* in, char* out, int64_t t, int64_t t1) {
+    const char* const rows[2] = {in[t % 2] + t / 2 * W, in[(t + 1) % 2] + (t + 1) / 2 * W};
+    return 2 * scatter2_lines<W>(rows, out + t * W, 0, (t1 - t) / 2);
 }
 #endif
 
@@ -1600,36 +1615,17 @@ inline void scatter_odd_span(const char* const* in, char* out, int64_t t0, int64
 #if DM_HAVE_AVX512
     if (kAvx512 && t1 - t >= 3 * 32) {
         for (; (reinterpret_cast<uintptr_t>(out) + 4 * t) % kLine; t += 4) sixteen(t);
-        // from odd t, positions t + 2m and t + 2m + 1 are row 1's word k + m and row 0's k + 1 + m (k = t / 2):
-        // blocks m of the rows so shifted, two lines at a time
-        const char* const shifted[2] = {in[1] + 4 * (t / 2), in[0] + 4 * (t / 2 + 1)};
-        t += 2 * scatter2_lines<4>(shifted, out + 4 * t, 0, (t1 - t) / 2);
+        t += scatter2_lines_from<4>(in, out, t, t1);  // (t odd: row 1's words and row 0's from the next)
     }
 #endif
     for (; t + 4 <= t1; t += 4) sixteen(t);
     for (; t < t1; ++t) stream4(out + 4 * t, in[t % 2] + t / 2 * 4);
 }
 
-#if DM_HAVE_AVX512
-// Two lines of a SCATTER<2> row of 16-byte words (pixels of four float32 channels) from four words of each
-// row: `a` the row of the lines' first position, from its word; `b` the other row, from the word of the
-// position after it. (Positions t, t + 1, ... alternate rows either way: the lines are (a0 b0 a1 b1) and
-// (a2 b2 a3 b3).) Returns the positions written, 8 a step, while 8 are left before `n`.
-__attribute__((target("avx512f"))) DM_NOINLINE inline int64_t pixel_lines(const char* a, const char* b, char* out, int64_t n) {
-    const __m512i lo = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), hi = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8, a += 64, b += 64) {
-        const __m512i x = _mm512_loadu_si512(a), y = _mm512_loadu_si512(b);
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(out + t * 16), _mm512_permutex2var_epi64(x, lo, y));
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(out + t * 16 + 64), _mm512_permutex2var_epi64(x, hi, y));
-    }
-    return t;
-}
-#endif
-
 #if DM_HAVE_AVX2
-// pixel_lines' AVX2 counterpart: positions two at a time, from `a` and `b` as there, each pair one 32-byte
-// streaming store (out on 32 bytes). Returns the positions written.
+// Positions two at a time of a SCATTER<2> row of 16-byte words, from `a` (the row of the first position,
+// from its word) and `b` (the other row, from the next position's word), each pair one 32-byte streaming
+// store (out on 32 bytes): scatter2_lines_from's AVX2 counterpart. Returns the positions written.
 DM_AVX2 DM_NOINLINE inline int64_t pixel_pairs(const char* a, const char* b, char* out, int64_t n) {
     int64_t t = 0;
     for (; t + 2 <= n; t += 2, a += 16, b += 16) {
@@ -1643,7 +1639,7 @@ DM_AVX2 DM_NOINLINE inline int64_t pixel_pairs(const char* a, const char* b, cha
 
 // Positions [t0, t1) of a SCATTER<2> row of 16-byte words (out on 16 bytes), position t from row t % 2,
 // word t / 2: each a 16-byte store (streamed when NT), and between them, where the CPU has AVX-512F, whole
-// lines two at a time from registers (pixel_lines), else where it has AVX2 pairs of positions, a 32-byte
+// lines two at a time from registers (scatter2_lines_from), else where it has AVX2 pairs of positions, a 32-byte
 // store each (pixel_pairs); scatter_direct takes no such row below AVX2. Channels-last BatchToSpace of 4
 // float32 channels with crops, 64 MiB, 2-core Intel Xeon, same process, in turns, against the L1 buffer
 // they went through before: [64,4,256,256] 1.21x -> 1.09x the copy floor, 5-D [32,4,32,64,64] (its edge
@@ -1663,7 +1659,7 @@ inline void scatter_pixel_span(const char* const* in, char* out, int64_t t0, int
 #if DM_HAVE_AVX512
     if (NT && kAvx512 && t1 - t0 >= 12) {
         for (; (reinterpret_cast<uintptr_t>(out) + t * 16) % kLine; ++t) one(t);
-        t += pixel_lines(in[t % 2] + t / 2 * 16, in[(t + 1) % 2] + (t + 1) / 2 * 16, out + t * 16, t1 - t);
+        t += scatter2_lines_from<16>(in, out, t, t1);
     }
 #endif
 #if DM_HAVE_AVX2
