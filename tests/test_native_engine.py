@@ -2776,7 +2776,7 @@ def test_streamed_gathers_store_whole_lines(streaming, threads, dtype, block):
     registers to memory a whole line a store (gather_lines), and with AVX-512BW and VBMI too
     (``WHOLE_NARROW_LINES``) those of 1- and 2-byte words (gather_narrow_lines); where it has AVX2 alone,
     gather_lines_avx2 takes those of 4- and 8-byte words (``GATHER_LINES``) and, outside windows, of 1- and
-    2-byte words in blocks of 2 and 4 (``GATHER_NARROW_LINES``), tiles of two lines or more; the partial
+    2-byte words in blocks of 2 and 4 (``GATHER_NARROW_LINES``), tiles of a line or more; the partial
     lines at a run's ends stored plainly; elsewhere the same cases take the L1 buffer. Tiles of one line, of a line and a few positions (a
     line's positions from two tiles) and of many lines; rows that go on past the block's row loop (NCHW) and
     right outside the tile (SpaceToBatch with the block on W only); SpaceToBatch's windows with pads (zeros
@@ -2834,6 +2834,49 @@ def test_whole_line_gathers_join_the_lanes_around_each_tile_end(streaming, threa
                 plan = plans.space_to_depth(data.shape, expected.shape, "blocks_first", block)
                 for offset, out, _ in _outs_at_offsets(expected, (0, 16)):
                     assert core.streams(lowering.program(plan, data, out), strided._address(out), True), offset
+
+
+@pytest.mark.parametrize("level", ["sse2", "avx2", "avx512f", "avx512"])
+def test_gather_tiles_of_one_line_stream_from_registers_at_every_level(monkeypatch, level):
+    """NCHW SpaceToDepth whose output rows are one line each (16 float32, 64 uint8: every line across two
+    tiles off the line): below the last-level cache's size (stream mode 1) they stream straight from
+    registers wherever the level has a line kernel for their words and block (``GATHER_LINES`` for 4- and
+    8-byte words; 1- and 2-byte words in blocks of 2 and 4 by ``GATHER_NARROW_LINES``, of 3 by
+    ``WHOLE_NARROW_LINES``), side rows two tiles a group (kSideBurstLines), and stay plain where it has none.
+    4-D and 5-D, both modes, every item offset into a line, rows cut among 1 or 3 threads: bit for bit the
+    spec's result, nothing written outside it."""
+    core = _core_at(level)
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "_native", core)
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 1 << 40)  # (stream mode 1: from registers only)
+    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0)
+    rng = np.random.default_rng(48)
+    streamed = 0
+    for dtype in (np.uint8, np.uint16, np.float32, np.float64):
+        item = np.dtype(dtype).itemsize
+        line = 64 // item  # positions a line: one output row
+        for block in (2, 3, 4):
+            words = core.GATHER_LINES if item >= 4 else core.GATHER_NARROW_LINES if block != 3 else core.WHOLE_NARROW_LINES
+            shapes = [(1, 2, 64 * block, line * block)]  # (64 tiles a side row's run, 4 KiB: side_joined)
+            if block == 3:
+                shapes.append((1, 2, 4 * block, 16 * block, line * block))  # 5-D: depth, height and width blocked
+            for shape in shapes:
+                data = random_array(shape, np.dtype(dtype), rng)
+                for mode in ("blocks_first", "depth_first"):
+                    expected = ref.space_to_depth(data, mode, block)
+                    plan = plans.space_to_depth(data.shape, expected.shape, mode, block)
+                    for offset, out, outside in _outs_at_offsets(expected, _item_offsets(item)):
+                        registers = core.streams(lowering.program(plan, data, out, stream=1), strided._address(out), True)
+                        if offset % 4 == 0:  # (bytes off 4 bytes: as other rules have it)
+                            assert registers == bool(words), (dtype, block, shape, mode, offset)
+                            streamed += registers
+                        for threads in (1, 3):
+                            out[...] = 0
+                            with _threads(threads):
+                                dm.space_to_depth(data, mode, block, out=out, engine="native")
+                            assert same_bits(out, expected) and not outside(), (dtype, block, shape, mode, offset, threads)
+    # (8 shapes and modes a dtype, 4 of them blocks of 3; float32 and uint16 at 16 offsets, float64 at 8, uint8 at 2)
+    assert streamed == {"sse2": 0, "avx2": 8 * (16 + 8) + 4 * (16 + 2), "avx512f": 8 * (16 + 8) + 4 * (16 + 2)}.get(level, 8 * (16 + 8 + 16 + 2))
 
 
 @pytest.mark.parametrize("threads", [1, 3])

@@ -149,15 +149,23 @@ constexpr int64_t kLinesAhead = 4096;
 // one stream 0.97-1.09, two or four pages at once 0.85-0.95.)
 constexpr int64_t kInterleave = 2;
 constexpr int64_t kInterleaveLines = 32;
+// Lines of each output row that a group of side rows writes at least (run_lines): tiles of one line take
+// two tiles a group, each output row then streaming two lines on end. 5-D SpaceToDepth depth_first with
+// block 3 (16 x 16 output images, 9 output streams), 64 MiB into NumPy's own out=, 2-core Intel Xeon, same
+// process, in turns: 1.24-1.28x the copy floor a tile a group, 1.10-1.13x two, 1.16-1.30x three to eight
+// (through the library, builds swapped between processes: 1.26x -> 1.11-1.15x); NCHW SpaceToDepth of
+// 48-wide images with block 3 and 64-wide with block 4, 72 and 128 MiB: 1.06x -> 0.95x, 1.10x -> 1.02x.
+constexpr int64_t kSideBurstLines = 2;
 
 #if DM_HAVE_STREAM
 // The whole lines [first, last) of a run of gather tiles of n positions (gather_lines, gather_narrow_lines):
 // line(m, i, a, b, t) for line i (position i of the run: position t of the tile at src word a, the next
-// tile at b; Steps) of each of the `sides` side rows m, a group at a time (a tile's row of each side row in turn; one side row:
-// kInterleaveLines lines), the groups of the run's first half and of its second in turns (kInterleave).
+// tile at b; Steps) of each of the `sides` side rows m, a group at a time (a tile's row of each side row in turn,
+// kSideBurstLines at least; one side row: kInterleaveLines lines), the groups of the run's first half and of
+// its second in turns (kInterleave).
 template <int L, typename Line>
 __attribute__((always_inline)) inline void run_lines(int64_t first, int64_t last, int64_t n, int64_t sides, const Steps& steps, Line&& line) {
-    const int64_t group = sides > 1 ? (n + L - 1) / L * L : kInterleaveLines * L;  // (kLinesAhead)
+    const int64_t group = sides > 1 ? std::max(kSideBurstLines, (n + L - 1) / L) * L : kInterleaveLines * L;  // (kLinesAhead)
     const int64_t groups = (last - first + group - 1) / group;
     const int64_t K = groups >= 2 * kInterleave ? kInterleave : 1;
     struct Cursor { int64_t g, end, t0; TileAt tile0; } cur[kInterleave];
@@ -203,11 +211,15 @@ inline bool lines_fit(int64_t W, int B, const int64_t* at, int64_t n, const Loop
 #if DM_HAVE_AVX512
     if (kAvx512 && (W >= 4 || kAvx512Bytes)) return true;
 #endif
-    // gather_lines_avx2 (at AVX-512F without BW and VBMI too, for words of 1 and 2 bytes): tiles of two lines or more. Of one line (5-D SpaceToDepth depth_first with block 3,
-    // 16 x 16 output images, 64 MiB: every line from two tiles, a few lines a group), its set-up a line
-    // cost more than streaming saved: 1.68x the copy floor against 1.50x stored plainly. Words of 1 and 2
-    // bytes in blocks of 2 and 4 only (take_apart's byte shuffles).
-    return n * W >= 2 * kLine && (W >= 4 || B != 3);
+    // gather_lines_avx2 (at AVX-512F without BW and VBMI too, for words of 1 and 2 bytes), tiles of a line
+    // and more. Tiles of one line once stayed plain (5-D SpaceToDepth depth_first with block 3, 64 MiB: 1.68x
+    // the copy floor streamed, 1.50x plain); with side groups of two tiles (kSideBurstLines), at AVX2 on the
+    // 2-core Intel Xeon, separate processes in turns, plain -> streamed: that case 1.41-1.44x -> 1.12-1.17x,
+    // NCHW SpaceToDepth of one-line output rows (48-wide images with block 3, 64-wide with block 4, float64
+    // 16-wide, uint8 128-wide, uint16 64-wide, uint8 256-wide with block 4; 64-128 MiB) 1.28-1.84x ->
+    // 0.73-0.96x, 32-wide depth_first with block 2 1.31-1.34x -> 1.20-1.22x. Words of 1 and 2 bytes in
+    // blocks of 2 and 4 only (take_apart's byte shuffles).
+    return W >= 4 || B != 3;
 }
 
 // Whether a gather window of tiles of n positions in blocks of B pads anything: words lo <= w < hi of a
