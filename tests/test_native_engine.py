@@ -562,13 +562,19 @@ def test_channels_last_pieces_streamed_or_not(monkeypatch, channels):
         assert same_bits(dm.batch_to_space(batched, *tf_args, engine="native"), nhwc)
 
 
+@pytest.mark.parametrize("level", ["native", "avx2"])
 @pytest.mark.parametrize("channels", [16, 20, 24, 32, 48, 128])
-def test_channels_last_block_rows_streamed_together(monkeypatch, channels):
+def test_channels_last_block_rows_streamed_together(monkeypatch, channels, level):
     """Channels-last DepthToSpace blocks_first and BatchToSpace streamed: each tile's block rows (chunks of
     2 * channels items, 64-512 bytes, and 80, 96 and 192 bytes whose lines straddle two chunks) go on through
     the run, to output rows a whole number of lines apart or not (widths 8 and 9), into outs 0-48 bytes
     into a line, and, where the rows' lines fall at the same places, are stored line by line, every row in
-    turn (stream_chunks<true>): bit for bit against the reference."""
+    turn (stream_chunks<true>; below AVX-512, tile by tile): bit for bit against the reference, at the CPU's
+    level and at AVX2."""
+    if level != "native":
+        core = _core_at(level)
+        native_engine.core()
+        monkeypatch.setattr(native_engine, "_native", core)
     monkeypatch.setattr(native_engine, "STREAM_BYTES", 0)
     rng = np.random.default_rng(channels)
     for width in (8, 9):
