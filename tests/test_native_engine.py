@@ -1164,7 +1164,8 @@ def test_windows_of_wide_pixels_streamed_at_any_offset(windows, monkeypatch, thr
 @pytest.mark.parametrize("level", ["sse2", "avx2"])
 def test_windows_of_pixels_streamed_without_avx512(monkeypatch, level):
     """Below AVX-512 (at each such level this CPU has), streamed gather windows of 16- to 128-byte pixels go
-    straight from src to dst a pixel at a time (gather_pixels), 16 bytes a streaming store, and count as
+    straight from src to dst a pixel at a time (gather_pixels), 16 bytes a streaming store (16-byte pixels at
+    AVX2: two a 32-byte store, gather_pixel_pairs, the first and last alone off 32 bytes), and count as
     streaming from registers (stream=1 takes them): pads as zeros, one row or runs of rows, block rows side
     by side, dst 0-48 bytes into a line, rows cut among 1 or 3 threads; bit for bit the spec's result and
     nothing outside out. The core says that at these levels large outputs run with stream=1 (STAGED_STREAMS)."""
@@ -2849,8 +2850,8 @@ def test_gather_tiles_of_one_line_stream_from_registers_at_every_level(monkeypat
     registers wherever the level has a line kernel for their words and block (``GATHER_LINES`` for 4- and
     8-byte words; 1- and 2-byte words in blocks of 2 and 4 by ``GATHER_NARROW_LINES``, of 3 by
     ``WHOLE_NARROW_LINES``), side rows two tiles a group (kSideBurstLines), and stay plain where it has none.
-    4-D and 5-D, both modes, every item offset into a line, rows cut among 1 or 3 threads: bit for bit the
-    spec's result, nothing written outside it."""
+    4-D and 5-D, both modes, and SpaceToBatch's windows of such rows with pads and without, every item offset
+    into a line, rows cut among 1 or 3 threads: bit for bit the spec's result, nothing written outside it."""
     core = _core_at(level)
     native_engine.core()
     monkeypatch.setattr(native_engine, "_native", core)
@@ -2881,6 +2882,16 @@ def test_gather_tiles_of_one_line_stream_from_registers_at_every_level(monkeypat
                             with _threads(threads):
                                 dm.space_to_depth(data, mode, block, out=out, engine="native")
                             assert same_bits(out, expected) and not outside(), (dtype, block, shape, mode, offset, threads)
+            # SpaceToBatch's windows of one-line rows, padding nothing and with pads of 1 and block - 1 (zeros
+            # in the loads, where the level's line kernel takes such a window)
+            for pads in ((0, 0), (1, block - 1)):
+                data = random_array((1, 2, 64 * block, line * block - sum(pads)), np.dtype(dtype), rng)
+                args = ((1, 1, block, block), (0, 0, 0, pads[0]), (0, 0, 0, pads[1]))
+                expected = ref.space_to_batch(data, *args)
+                for threads in (1, 3):
+                    with _threads(threads):
+                        _check_at_offsets(lambda out: dm.space_to_batch(data, *args, out=out, engine="native"), expected,
+                                          _item_offsets(item), (dtype, block, pads, threads), prefill=0)
     # (8 shapes and modes a dtype, 4 of them blocks of 3; float32 and uint16 at 16 offsets, float64 at 8, uint8 at 2)
     assert streamed == {"sse2": 0, "avx2": 8 * (16 + 8) + 4 * (16 + 2), "avx512f": 8 * (16 + 8) + 4 * (16 + 2)}.get(level, 8 * (16 + 8 + 16 + 2))
 
