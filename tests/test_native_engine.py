@@ -1165,7 +1165,7 @@ def test_windows_of_wide_pixels_streamed_at_any_offset(windows, monkeypatch, thr
 def test_windows_of_pixels_streamed_without_avx512(monkeypatch, level):
     """Below AVX-512 (at each such level this CPU has), streamed gather windows of 16- to 128-byte pixels go
     straight from src to dst a pixel at a time (gather_pixels), 16 bytes a streaming store (16-byte pixels at
-    AVX2: two a 32-byte store, gather_pixel_pairs, the first and last alone off 32 bytes), and count as
+    AVX2: two a 32-byte store, pixel_pairs, the first and last alone off 32 bytes), and count as
     streaming from registers (stream=1 takes them): pads as zeros, one row or runs of rows, block rows side
     by side, dst 0-48 bytes into a line, rows cut among 1 or 3 threads; bit for bit the spec's result and
     nothing outside out. The core says that at these levels large outputs run with stream=1 (STAGED_STREAMS)."""

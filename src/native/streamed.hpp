@@ -1378,8 +1378,8 @@ inline bool gathers_chains(const T* src, T* dst, int64_t a, int64_t b, int64_t r
 #if DM_HAVE_STREAM
 // A streamed run of gather tiles of W = 16-, 32-, 64- or 128-byte words (pixels of channels-last data:
 // SpaceToBatch's windows, 4 to 32 float32 channels) straight from src to dst, 16 bytes a streaming store
-// (16-byte pixels with AVX2: two a store, gather_pixel_pairs), without AVX-512 (which shifts them to whole lines instead: gather_pixel_lines): a tile's part of each
-// row in turn, a pixel at a time (zeros outside the window), so each row's stores go on in order and its
+// (16-byte pixels with AVX2: two a store, pixel_pairs), without AVX-512 (which shifts them to whole lines
+// instead: gather_pixel_lines): a tile's part of each row in turn, a pixel at a time (zeros outside the window), so each row's stores go on in order and its
 // lines fill whole but for one at either end of the part. Positions and tiles as in gather (runs of
 // tiles, Steps, a side loop). dst's rows on 16 bytes (W16's alignment). Through the L1 buffer (chunks of
 // 16 to 64 pixels, each row's put_lines), on the 2-core AMD EPYC (AVX2), same process, in turns, one
@@ -1387,18 +1387,21 @@ inline bool gathers_chains(const T* src, T* dst, int64_t a, int64_t b, int64_t r
 // TensorFlow's 8 channels 3.36-3.76x -> 1.11-1.13x, 4 channels (plain stores before) 1.88x -> 1.27x; two
 // threads, 32 channels 2.97x -> 1.11x.
 #if DM_HAVE_AVX2
-// `count` 16-byte pixels to o from s, `stride` bytes apart there (gather_pixels' row of a tile), two a 32-byte
-// streaming store from o on 32 bytes, the first and the last alone where they are not (as pixel_pairs for
-// scatters). Channels-last SpaceToBatch of 4 float32 channels with pads (``s2b short``), 65 MiB, at
-// DATAMOVE_ISA=avx2 on the 2-core Intel Xeon, same process, in turns, 16-byte stores -> pairs: 1.25-1.26x
-// the copy floor -> 1.13-1.17x.
-DM_AVX2 DM_NOINLINE inline void gather_pixel_pairs(char* o, const char* s, int64_t count, int64_t stride) {
-    auto one = [](const char* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
-    int64_t i = 0;
-    if (count && reinterpret_cast<uintptr_t>(o) % 32) _mm_stream_si128(reinterpret_cast<__m128i*>(o), one(s)), i = 1;
-    for (; i + 2 <= count; i += 2)
-        _mm256_stream_si256(reinterpret_cast<__m256i*>(o + i * 16), _mm256_set_m128i(one(s + (i + 1) * stride), one(s + i * stride)));
-    if (i < count) _mm_stream_si128(reinterpret_cast<__m128i*>(o + i * 16), one(s + i * stride));
+// Positions two at a time, each pair one 32-byte streaming store (out on 32 bytes): the first of a pair from
+// `a`, the second from `b`, both `step` bytes further at each pair. Returns the positions written. A
+// SCATTER<2> row of 16-byte words (a: the row of the first position, from its word; b: the other row, from
+// the next position's word; step 16): scatter2_lines_from's AVX2 counterpart. gather_pixels' 16-byte pixels
+// (b: the pixel after a's in its row; step two pixels): channels-last SpaceToBatch of 4 float32 channels
+// with pads (``s2b short``), 65 MiB, at DATAMOVE_ISA=avx2 on the 2-core Intel Xeon, same process, in turns,
+// 16-byte stores -> pairs: 1.25-1.26x the copy floor -> 1.13-1.17x.
+DM_AVX2 DM_NOINLINE inline int64_t pixel_pairs(const char* a, const char* b, char* out, int64_t n, int64_t step = 16) {
+    int64_t t = 0;
+    for (; t + 2 <= n; t += 2, a += step, b += step) {
+        const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + t * 16), v);
+    }
+    return t;
 }
 #endif
 
@@ -1418,16 +1421,19 @@ DM_NOINLINE void gather_pixels(const char* src, char* dst, const int64_t* at, in
                 const int64_t i1 = std::max(i0, std::min(n, w.hi > j ? (w.hi - j + B - 1) / B : 0));
                 for (int64_t i = 0; i < i0; ++i)
                     for (int q = 0; q < W; q += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(o + i * W + q), zero);
-#if DM_HAVE_AVX2
-                if (W == 16 && kAvx2) {
-                    gather_pixel_pairs(o + i0 * W, in + (i0 * B + j) * W, i1 - i0, B * W);
-                } else
-#endif
-                for (int64_t i = i0; i < i1; ++i) {
+                auto pixel = [&](int64_t i) {
                     const char* s = in + (i * B + j) * W;
                     for (int q = 0; q < W; q += 16)
                         _mm_stream_si128(reinterpret_cast<__m128i*>(o + i * W + q), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + q)));
+                };
+                int64_t i = i0;
+#if DM_HAVE_AVX2
+                if (W == 16 && kAvx2) {  // two a 32-byte store from 32 bytes on (the first alone before)
+                    if (i < i1 && reinterpret_cast<uintptr_t>(o + i * W) % 32) pixel(i++);
+                    i += pixel_pairs(in + (i * B + j) * W, in + ((i + 1) * B + j) * W, o + i * W, i1 - i, 2 * B * W);
                 }
+#endif
+                for (; i < i1; ++i) pixel(i);
                 for (int64_t i = i1; i < n; ++i)
                     for (int q = 0; q < W; q += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(o + i * W + q), zero);
             }
@@ -1655,20 +1661,6 @@ inline void scatter_odd_span(const char* const* in, char* out, int64_t t0, int64
     for (; t < t1; ++t) stream4(out + 4 * t, in[t % 2] + t / 2 * 4);
 }
 
-#if DM_HAVE_AVX2
-// Positions two at a time of a SCATTER<2> row of 16-byte words, from `a` (the row of the first position,
-// from its word) and `b` (the other row, from the next position's word), each pair one 32-byte streaming
-// store (out on 32 bytes): scatter2_lines_from's AVX2 counterpart. Returns the positions written.
-DM_AVX2 DM_NOINLINE inline int64_t pixel_pairs(const char* a, const char* b, char* out, int64_t n) {
-    int64_t t = 0;
-    for (; t + 2 <= n; t += 2, a += 16, b += 16) {
-        const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-                                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
-        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + t * 16), v);
-    }
-    return t;
-}
-#endif
 
 // Positions [t0, t1) of a SCATTER<2> row of 16-byte words (out on 16 bytes), position t from row t % 2,
 // word t / 2: each a 16-byte store (streamed when NT), and between them, where the CPU has AVX-512F, whole
