@@ -1209,19 +1209,26 @@ def test_windows_of_pixels_streamed_without_avx512(monkeypatch, level):
     assert compared == 5 * 3 * 4 * 2
 
 
+def _register_streams_at(monkeypatch, level):
+    """The core at ``level`` (``_core_at``) running every call, however small, in stream mode 1: streamed
+    only where every step streams straight from registers (below the last-level cache's size)."""
+    core = _core_at(level)
+    native_engine.core()
+    monkeypatch.setattr(native_engine, "_native", core)
+    monkeypatch.setattr(native_engine, "STREAM_BYTES", 1 << 40)
+    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0)
+    return core
+
+
 @pytest.mark.parametrize("level", ["avx2", "avx512f", "avx512"])
 def test_windows_without_pads_stream_as_gathers(monkeypatch, level):
     """SpaceToBatch without pads lowers to gather windows that pad nothing; they go as plain gathers go: at
     AVX2 (and AVX-512F without BW and VBMI), whose line kernel takes no padded window of 1- or 2-byte words,
-    such windows of rows of two lines or more stream from registers (gather_lines_avx2), where they went
+    such windows of rows of a line or more stream from registers (gather_lines_avx2), where they went
     through the L1 buffer, stored plainly, below the last-level cache's size ([4,32,256,1024] uint8 with a
     4 x 4 block, 32 MiB, at AVX2: 1.11-1.44x the copy floor -> 0.85-0.87x); a window with pads there does
     not. Bit for bit the spec's result, nothing outside out, at several offsets, rows cut among 1 or 3 threads."""
-    core = _core_at(level)
-    native_engine.core()
-    monkeypatch.setattr(native_engine, "_native", core)
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 1 << 40)  # (stream mode 1: from registers only)
-    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0)
+    core = _register_streams_at(monkeypatch, level)
     rng = np.random.default_rng(11)
     for dtype in (np.uint8, np.uint16):
         item = np.dtype(dtype).itemsize
@@ -2852,11 +2859,7 @@ def test_gather_tiles_of_one_line_stream_from_registers_at_every_level(monkeypat
     ``WHOLE_NARROW_LINES``), side rows two tiles a group (kSideBurstLines), and stay plain where it has none.
     4-D and 5-D, both modes, and SpaceToBatch's windows of such rows with pads and without, every item offset
     into a line, rows cut among 1 or 3 threads: bit for bit the spec's result, nothing written outside it."""
-    core = _core_at(level)
-    native_engine.core()
-    monkeypatch.setattr(native_engine, "_native", core)
-    monkeypatch.setattr(native_engine, "STREAM_BYTES", 1 << 40)  # (stream mode 1: from registers only)
-    monkeypatch.setattr(native_engine, "REGISTER_STREAM_BYTES", 0)
+    core = _register_streams_at(monkeypatch, level)
     rng = np.random.default_rng(48)
     streamed = 0
     for dtype in (np.uint8, np.uint16, np.float32, np.float64):
